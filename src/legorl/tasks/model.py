@@ -1,0 +1,51 @@
+"""The Task: one Harbor-format task directory, parsed and validated.
+
+Layout (Harbor): task.toml, instruction.md, environment/ (Dockerfile and/or files), tests/test.sh,
+optional solution/solve.sh. The verifier writes /logs/verifier/reward.txt or reward.json.
+Loading and validation live in `legorl.tasks.loader`; this module is only the typed record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TaskLimits:
+    cpus: float = 1.0
+    memory_mb: int = 2048
+    storage_mb: int | None = None
+    allow_internet: bool = False
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    path: Path
+    instruction: str
+    workdir: str = "/app"
+    agent_timeout_sec: float = 600.0
+    verifier_timeout_sec: float = 120.0
+    build_timeout_sec: float = 600.0
+    limits: TaskLimits = field(default_factory=TaskLimits)
+    docker_image: str | None = None
+    source: str = "local"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def environment_dir(self) -> Path:
+        return self.path / "environment"
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.path / "tests"
+
+    @property
+    def solution_dir(self) -> Path:
+        return self.path / "solution"
+
+    @property
+    def has_solution(self) -> bool:
+        return (self.solution_dir / "solve.sh").is_file()
