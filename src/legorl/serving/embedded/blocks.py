@@ -1,0 +1,146 @@
+"""Paged KV storage with a hash-chained prefix cache under a fixed token budget.
+
+The pool owns `num_blocks` blocks of `block_size` token slots. K/V live slot-major,
+`[layers, slots + 1, kv_heads, head_dim]` (the extra slot is an all-zero pad used when gathering
+left-padded batches), so one index op gathers or scatters every layer at once.
+
+A full block is registered under the hash of (parent block hash, its tokens): two sequences that
+share a prefix share those blocks. Blocks nobody references stay cached (LRU) until space is needed.
+`usage()` counts only referenced blocks, as vLLM's `kv_cache_usage_perc` does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict, deque
+
+import numpy as np
+import torch
+
+
+def chain_hashes(token_ids: list[int], block_size: int, root: bytes, num_blocks: int | None = None) -> list[bytes]:
+    """Hash of each full block of `token_ids`, each chained on the previous block's hash."""
+    n = len(token_ids) // block_size if num_blocks is None else num_blocks
+    arr = np.asarray(token_ids[: n * block_size], dtype=np.int64)
+    out, parent = [], root
+    for i in range(n):
+        h = hashlib.blake2b(parent + arr[i * block_size : (i + 1) * block_size].tobytes(), digest_size=16)
+        parent = h.digest()
+        out.append(parent)
+    return out
+
+
+class BlockPool:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        num_layers: int,
+        kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype = torch.float32,
+        routing_shape: tuple[int, int] | None = None,
+    ):
+        if num_blocks < 2:
+            raise ValueError(f"KV budget too small: {num_blocks} blocks of {block_size} tokens")
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.pad_slot = num_blocks * block_size
+        shape = (num_layers, self.pad_slot + 1, kv_heads, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype)
+        self.v = torch.zeros(shape, dtype=dtype)
+        # routed experts per slot [slots, moe_layers, top_k] (MoE only), so cached prefixes keep theirs
+        self.routing = (
+            torch.full((self.pad_slot, *routing_shape), -1, dtype=torch.int16) if routing_shape else None
+        )
+        self.ref = [0] * num_blocks
+        self.block_hash: list[bytes | None] = [None] * num_blocks
+        self.by_hash: dict[bytes, int] = {}
+        self.free: deque[int] = deque(range(num_blocks))
+        self.cached: OrderedDict[int, None] = OrderedDict()  # ref == 0 but hashed: LRU order
+        self.lock = threading.Lock()
+        self.evictions = 0
+
+    # -- accounting -------------------------------------------------------------------------------
+    def available(self) -> int:
+        return len(self.free) + len(self.cached)
+
+    def usage(self) -> float:
+        return 1.0 - self.available() / self.num_blocks
+
+    # -- allocation -------------------------------------------------------------------------------
+    def allocate(self) -> int | None:
+        """A fresh private block (evicting the least recently used cached block if needed)."""
+        with self.lock:
+            if self.free:
+                b = self.free.popleft()
+            elif self.cached:
+                b, _ = self.cached.popitem(last=False)
+                h = self.block_hash[b]
+                if h is not None and self.by_hash.get(h) == b:
+                    del self.by_hash[h]
+                self.block_hash[b] = None
+                self.evictions += 1
+            else:
+                return None
+            self.ref[b] = 1
+            return b
+
+    def acquire(self, b: int) -> None:
+        with self.lock:
+            if self.ref[b] == 0:
+                self.cached.pop(b, None)
+            self.ref[b] += 1
+
+    def release(self, blocks: list[int]) -> None:
+        with self.lock:
+            for b in blocks:
+                self.ref[b] -= 1
+                assert self.ref[b] >= 0, f"block {b} released twice"
+                if self.ref[b] == 0:
+                    if self.block_hash[b] is not None:
+                        self.cached[b] = None
+                        self.cached.move_to_end(b)
+                    else:
+                        self.free.append(b)
+
+    def register(self, b: int, h: bytes) -> None:
+        """Mark a full block as holding the content hashed `h` (first writer wins the lookup)."""
+        with self.lock:
+            self.block_hash[b] = h
+            self.by_hash.setdefault(h, b)
+
+    def match(self, hashes: list[bytes]) -> list[int]:
+        """Leading blocks whose content is resident (does not take references)."""
+        out = []
+        with self.lock:
+            for h in hashes:
+                b = self.by_hash.get(h)
+                if b is None:
+                    break
+                out.append(b)
+        return out
+
+    def clear_cache(self) -> None:
+        """Forget every cached prefix (after a weight update). Referenced blocks stay allocated."""
+        with self.lock:
+            for b in list(self.cached):
+                self.block_hash[b] = None
+                self.free.append(b)
+            self.cached.clear()
+            self.by_hash.clear()
+            for b in range(self.num_blocks):
+                self.block_hash[b] = None
+
+    # -- data -------------------------------------------------------------------------------------
+    def slots(self, blocks: list[int], start: int, end: int) -> torch.Tensor:
+        """Slot indices of token positions [start, end) of a sequence with block table `blocks`."""
+        pos = torch.arange(start, end)
+        table = torch.tensor(blocks, dtype=torch.long)
+        return table[pos // self.block_size] * self.block_size + pos % self.block_size
+
+    def write(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """k, v: [layers, n, kv_heads, head_dim] for the n slots."""
+        self.k[:, slots] = k
+        self.v[:, slots] = v

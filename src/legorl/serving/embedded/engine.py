@@ -1,0 +1,455 @@
+"""The embedded engine: an HF causal LM served with continuous batching on CPU (or one GPU).
+
+One background thread owns the model and the KV pool and runs the scheduler loop: apply commands
+(submit, abort, weight update, pause), admit waiting requests (prefill, reusing cached prefix
+blocks), then one batched decode step over every running request. A request that arrives while
+others decode joins the batch at the next step. When the KV budget runs out, the youngest running
+request is preempted and later recomputed (its sampled tokens are kept; cached blocks make the
+recompute cheap). The asyncio side only enqueues commands and awaits futures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from legorl.models.moe import RoutingRecorder
+from legorl.serving.embedded.blocks import BlockPool, chain_hashes
+from legorl.serving.embedded.runner import ModelRunner, probe_kv_dims
+from legorl.serving.embedded.sampler import sample_rows
+from legorl.serving.embedded.sequence import Sequence
+from legorl.serving.types import (
+    ContextLengthError,
+    EngineClosedError,
+    EngineError,
+    EngineStats,
+    FinishReason,
+    GenerateRequest,
+    InvalidRequestError,
+    PrefixProbe,
+    TokenOutput,
+)
+
+log = logging.getLogger(__name__)
+Mode = Literal["wait", "abort"]
+
+
+class EmbeddedEngine:
+    """See the module docstring. Implements `legorl.serving.types.Engine`."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        kv_budget_tokens: int = 16384,
+        block_size: int = 16,
+        max_num_seqs: int = 32,
+        max_model_len: int | None = None,
+        prefill_chunk: int = 512,
+        seed: int = 0,
+        eos_token_ids: list[int] | None = None,
+        name: str = "embedded",
+    ):
+        self.model = model.eval()
+        self.name = name
+        cfg = model.config
+        self.vocab_size = int(cfg.vocab_size)
+        window = int(getattr(cfg, "max_position_embeddings", 0) or 2048)
+        self.max_model_len = min(window, max_model_len) if max_model_len else window
+        self.max_num_seqs = max_num_seqs
+        self.block_size = block_size
+        if eos_token_ids is None:
+            eos = getattr(cfg, "eos_token_id", None)
+            eos_token_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        self.eos_token_ids = list(eos_token_ids)
+        self.recorder = RoutingRecorder(model)
+        dims = probe_kv_dims(model)
+        self.recorder.take()
+        routing_shape = (len(self.recorder.routers), self.recorder.top_k) if self.recorder.enabled else None
+        self.pool = BlockPool(
+            max(kv_budget_tokens // block_size, 2), block_size, dims.layers, dims.kv_heads, dims.head_dim,
+            dims.dtype, routing_shape,
+        )
+        self.runner = ModelRunner(model, self.pool, self.recorder, prefill_chunk)
+        self._seed = seed
+        self._order = itertools.count()
+        self._version = 0
+        self._waiting: deque[Sequence] = deque()
+        self._running: list[Sequence] = []
+        self._commands: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._barriers: deque[tuple[Any, ...]] = deque()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._paused = False
+        self._counters = dict.fromkeys(
+            ["prefill_computed", "prefill_cached", "generated", "preemptions", "finished"], 0
+        )
+
+    @classmethod
+    def from_pretrained(cls, spec: str | Path, **kwargs: Any) -> EmbeddedEngine:
+        """Load a model by store name or local HF directory (fp32: CPU bf16 is slow and shifts logprobs)."""
+        from transformers import AutoModelForCausalLM
+
+        from legorl.models.store import resolve_model
+
+        path = resolve_model(spec)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        kwargs.setdefault("name", path.name)
+        return cls(model, **kwargs)
+
+    # -- public API (asyncio side) --------------------------------------------------------------
+    @property
+    def weight_version(self) -> int:
+        return self._version
+
+    async def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=f"legorl-engine-{self.name}", daemon=True)
+            self._thread.start()
+
+    async def generate(self, request: GenerateRequest) -> TokenOutput:
+        self._validate(request)
+        await self.start()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        seed = request.sampling.seed
+        gen = torch.Generator().manual_seed(seed if seed is not None else self._seed * 1_000_003 + next(self._order))
+        seq = Sequence(request, fut, loop, gen, next(self._order), tokens=list(request.prompt_ids),
+                       prompt_len=len(request.prompt_ids))
+        self._submit(("submit", seq))
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            self._submit(("abort", request.request_id, None))
+            raise
+
+    async def prompt_logprobs(self, token_ids: list[int], temperature: float = 1.0) -> list[float | None]:
+        if not token_ids:
+            raise InvalidRequestError("prompt_logprobs needs at least one token")
+        self._check_ids(token_ids)
+        if len(token_ids) > self.max_model_len:
+            raise ContextLengthError(
+                f"sequence of {len(token_ids)} tokens exceeds the model's context of {self.max_model_len}",
+                len(token_ids), self.max_model_len,
+            )
+        return await self._call("logprobs", list(token_ids), temperature)
+
+    async def abort(self, request_id: str) -> TokenOutput | None:
+        return await self._call("abort", request_id)
+
+    async def update_weights(self, state_dict: Mapping[str, Any], version: int, mode: Mode = "wait") -> None:
+        await self._call("update", state_dict, version, mode)
+
+    async def pause(self, mode: Mode = "wait") -> None:
+        await self._call("pause", mode)
+
+    async def resume(self) -> None:
+        await self._call("resume")
+
+    def kv_cache_usage(self) -> float:
+        return self.pool.usage()
+
+    def prefix_cache_probe(self, token_ids: list[int]) -> PrefixProbe:
+        usable = max(len(token_ids) - 1, 0) // self.block_size
+        hashes = chain_hashes(token_ids, self.block_size, self._root(), usable)
+        return PrefixProbe(len(self.pool.match(hashes)) * self.block_size, len(token_ids))
+
+    def stats(self) -> EngineStats:
+        c = self._counters
+        return EngineStats(
+            weight_version=self._version, running=len(self._running), waiting=len(self._waiting),
+            kv_cache_usage=self.pool.usage(), kv_budget_tokens=self.pool.num_blocks * self.block_size,
+            prefill_tokens_computed=c["prefill_computed"], prefill_tokens_cached=c["prefill_cached"],
+            generated_tokens=c["generated"], preemptions=c["preemptions"], requests_finished=c["finished"],
+            paused=self._paused,
+        )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        if self._thread is not None:
+            await self._call("close")
+            await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+        self._closed = True
+        self.recorder.remove()
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def _check_ids(self, ids: list[int]) -> None:
+        if any(not isinstance(t, int) or t < 0 or t >= self.vocab_size for t in ids):
+            raise InvalidRequestError(f"token ids must be integers in [0, {self.vocab_size})")
+
+    def _validate(self, request: GenerateRequest) -> None:
+        if self._closed:
+            raise EngineClosedError("engine is closed")
+        request.sampling.validate()
+        ids = request.prompt_ids
+        if not ids:
+            raise InvalidRequestError("empty prompt: at least one token is required")
+        self._check_ids(ids)
+        if len(ids) >= self.max_model_len:
+            raise ContextLengthError(
+                f"prompt of {len(ids)} tokens leaves no room in the model's context of {self.max_model_len}",
+                len(ids), self.max_model_len,
+            )
+        budget = self.pool.num_blocks * self.block_size
+        if len(ids) + 1 > budget:
+            raise ContextLengthError(
+                f"prompt of {len(ids)} tokens exceeds the KV budget of {budget} tokens (raise kv_budget_tokens)",
+                len(ids), budget,
+            )
+
+    def _submit(self, cmd: tuple[Any, ...]) -> None:
+        self._commands.put(cmd)
+        self._wake.set()
+
+    async def _call(self, kind: str, *args: Any) -> Any:
+        if self._closed:
+            raise EngineClosedError("engine is closed")
+        await self.start()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._submit((kind, *args, (loop, fut)))
+        return await fut
+
+    @staticmethod
+    def _resolve(target: tuple[asyncio.AbstractEventLoop, asyncio.Future] | None, value: Any) -> None:
+        if target is None:
+            return
+        loop, fut = target
+
+        def done() -> None:
+            if not fut.done():
+                (fut.set_exception if isinstance(value, BaseException) else fut.set_result)(value)
+
+        loop.call_soon_threadsafe(done)
+
+    def _root(self) -> bytes:
+        return self._version.to_bytes(8, "little", signed=True)
+
+    # -- engine thread ----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        torch.set_grad_enabled(False)
+        while True:
+            try:
+                if not self._drain():
+                    return
+                busy = self._step()
+            except Exception as exc:  # a bug must fail the affected requests, never hang them
+                log.exception("engine step failed")
+                self._fail_all(EngineError(f"engine step failed: {exc!r}"))
+                busy = False
+            if not busy:
+                self._wake.wait(0.05)
+                self._wake.clear()
+
+    def _drain(self) -> bool:
+        while True:
+            try:
+                cmd = self._commands.get_nowait()
+            except queue.Empty:
+                return True
+            kind, *args = cmd
+            if kind == "submit":
+                self._waiting.append(args[0])
+            elif kind == "abort":
+                self._resolve(args[1], self._abort(args[0]))
+            elif kind == "logprobs":
+                ids, temp, target = args
+                try:
+                    self._resolve(target, self.runner.full_logprobs(ids, temp))
+                except Exception as exc:
+                    self._resolve(target, exc)
+            elif kind == "resume":
+                self._paused = False
+                self._resolve(args[0], None)
+            elif kind in ("update", "pause"):
+                if args[-2] == "abort":
+                    for seq in self._in_flight():
+                        self._finish(seq, "abort")
+                self._barriers.append(cmd)
+            elif kind == "close":
+                self._fail_all(EngineClosedError("engine closed"))
+                self._resolve(args[0], None)
+                return False
+
+    def _abort(self, request_id: str) -> TokenOutput | None:
+        for seq in itertools.chain(self._running, self._waiting):
+            if seq.id == request_id:
+                return self._finish(seq, "abort")
+        return None
+
+    def _in_flight(self) -> list[Sequence]:
+        """Requests that hold sampled tokens (running, or preempted and waiting to resume)."""
+        return [*self._running, *(s for s in self._waiting if s.num_generated > 0)]
+
+    def _step(self) -> bool:
+        if self._barriers and not self._in_flight():
+            kind, *args = self._barriers.popleft()
+            if kind == "update":
+                try:
+                    self._apply_weights(args[0], args[1])
+                    self._resolve(args[-1], None)
+                except Exception as exc:
+                    self._resolve(args[-1], exc)
+            else:
+                self._paused = True
+                self._resolve(args[-1], None)
+            return True
+        admitted = False
+        if self._waiting and len(self._running) < self.max_num_seqs:
+            head = self._waiting[0]
+            # a pending barrier or pause holds new work, but preempted requests still finish
+            if head.num_generated > 0 or not (self._barriers or self._paused):
+                admitted = self._admit(head)
+        decoding = [s for s in self._running if s.num_computed == len(s.tokens) - 1]
+        if decoding:
+            self._decode(decoding)
+        return admitted or bool(decoding) or bool(self._barriers)
+
+    def _admit(self, seq: Sequence) -> bool:
+        pool, bs, tokens = self.pool, self.block_size, seq.tokens
+        hashes = chain_hashes(tokens, bs, self._root())
+        matched = pool.match(hashes[: (len(tokens) - 1) // bs])
+        for b in matched:
+            pool.acquire(b)
+        need = -(-len(tokens) // bs) - len(matched)
+        if pool.available() < need:
+            pool.release(matched)
+            if not self._running:  # nothing will free up: cannot happen after _validate, but never hang
+                self._waiting.popleft()
+                self._finish_error(seq, ContextLengthError("request does not fit the KV budget", len(tokens), 0))
+            return False
+        self._waiting.popleft()
+        seq.blocks = matched + [pool.allocate() for _ in range(need)]  # type: ignore[misc]
+        start = len(matched) * bs
+        if seq.cached_prompt_tokens is None:
+            seq.cached_prompt_tokens = start
+            seq.t_start = time.perf_counter()
+            seq.weight_version = self._version
+        self._counters["prefill_cached"] += start
+        self._counters["prefill_computed"] += len(tokens) - start
+        if start and pool.routing is not None:
+            seq.add_routing(0, pool.routing[pool.slots(seq.blocks, 0, start)])
+        logits, routing = self.runner.prefill(tokens, seq.blocks, start)
+        if routing is not None and pool.routing is not None:
+            pool.routing[pool.slots(seq.blocks, start, len(tokens))] = routing
+        seq.add_routing(start, routing)
+        for i in range(len(matched), len(tokens) // bs):
+            pool.register(seq.blocks[i], hashes[i])
+        seq.hashes = hashes[: len(tokens) // bs]
+        seq.num_computed = len(tokens)
+        self._running.append(seq)
+        self._sample([seq], logits[None])
+        return True
+
+    def _ensure_block(self, seq: Sequence) -> bool:
+        if seq.num_computed < len(seq.blocks) * self.block_size:
+            return True
+        while True:
+            b = self.pool.allocate()
+            if b is not None:
+                seq.blocks.append(b)
+                return True
+            victim = max(self._running, key=lambda s: s.order)
+            self._preempt(victim)
+            if victim is seq:
+                return False
+
+    def _preempt(self, seq: Sequence) -> None:
+        self._running.remove(seq)
+        self.pool.release(seq.blocks)
+        seq.blocks, seq.hashes, seq.num_computed = [], [], 0
+        self._waiting.appendleft(seq)
+        self._counters["preemptions"] += 1
+        self.runner.invalidate()
+
+    def _decode(self, seqs: list[Sequence]) -> None:
+        seqs = [s for s in seqs if self._ensure_block(s) and s in self._running]
+        seqs = [s for s in seqs if s in self._running]
+        if not seqs:
+            return
+        rows = [(s.order, s.blocks, s.num_computed, s.tokens[s.num_computed]) for s in seqs]
+        logits, routing = self.runner.decode(rows)
+        pool, bs = self.pool, self.block_size
+        for i, s in enumerate(seqs):
+            pos = s.num_computed
+            if routing is not None and pool.routing is not None:
+                pool.routing[pool.slots(s.blocks, pos, pos + 1)] = routing[i : i + 1]
+                s.add_routing(pos, routing[i : i + 1])
+            s.num_computed += 1
+            if s.num_computed % bs == 0:
+                idx = s.num_computed // bs - 1
+                parent = s.hashes[-1] if s.hashes else self._root()
+                h = chain_hashes(s.tokens[idx * bs : s.num_computed], bs, parent)[0]
+                s.hashes.append(h)
+                pool.register(s.blocks[idx], h)
+        self._sample(seqs, logits)
+
+    def _sample(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
+        toks, lps = sample_rows(logits, [s.request.sampling for s in seqs], [s.generator for s in seqs])
+        now = time.perf_counter()
+        for s, t, lp in zip(seqs, toks, lps, strict=True):
+            s.tokens.append(t)
+            s.logprobs.append(lp)
+            s.t_first = s.t_first or now
+            self._counters["generated"] += 1
+            sp = s.request.sampling
+            if t in sp.stop_token_ids or t in self.eos_token_ids:
+                self._finish(s, "stop")
+            elif s.num_generated >= sp.max_tokens or len(s.tokens) >= self.max_model_len:
+                self._finish(s, "length")
+
+    def _release(self, seq: Sequence) -> None:
+        if seq in self._running:
+            self._running.remove(seq)
+            self.pool.release(seq.blocks)
+            seq.blocks = []
+            self.runner.invalidate()
+        elif seq in self._waiting:
+            self._waiting.remove(seq)
+        seq.finished = True
+
+    def _finish(self, seq: Sequence, reason: FinishReason) -> TokenOutput:
+        self._release(seq)
+        out = seq.output(reason)
+        self._counters["finished"] += 1
+        self._resolve((seq.loop, seq.future), out)
+        return out
+
+    def _finish_error(self, seq: Sequence, exc: BaseException) -> None:
+        self._release(seq)
+        self._resolve((seq.loop, seq.future), exc)
+
+    def _fail_all(self, exc: BaseException) -> None:
+        for seq in [*self._running, *self._waiting]:
+            self._finish_error(seq, exc)
+        for cmd in self._barriers:
+            self._resolve(cmd[-1], exc)
+        self._barriers.clear()
+
+    def _apply_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
+        """Validate every tensor first, then copy in place: a bad update changes nothing."""
+        params = dict(self.model.state_dict())
+        unknown = [k for k in state_dict if k not in params]
+        if unknown:
+            raise ValueError(f"update_weights: unknown parameter names {unknown[:5]}")
+        for k, t in state_dict.items():
+            if tuple(t.shape) != tuple(params[k].shape):
+                raise ValueError(f"update_weights: {k} has shape {tuple(t.shape)}, expected {tuple(params[k].shape)}")
+        with torch.no_grad():
+            for k, t in state_dict.items():
+                params[k].copy_(t)
+        self.pool.clear_cache()
+        self.runner.invalidate()
+        self._version = int(version)
