@@ -1,0 +1,140 @@
+"""`legorl tasks ...`: validate, index, list, convert and browse task sets (no heavy imports)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+tasks_app = typer.Typer(help="Task sets: validate, index, list, convert, built-ins.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(tasks_app, name="tasks")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(message, err=True)
+    raise typer.Exit(code)
+
+
+@tasks_app.command("validate")
+def validate_cmd(
+    paths: list[str] = typer.Argument(..., help="Task dir(s), dirs of task dirs, index.parquet or builtin:<set>."),
+    lenient: bool = typer.Option(False, help="Allow unknown task.toml keys (warn only)."),
+) -> None:
+    """Check task dirs; print every problem (one per line) and exit 2 if there are any."""
+    from legorl.tasks.loader import TaskValidationError, load_tasks
+
+    total, problems = 0, []
+    for path in paths:
+        try:
+            total += len(load_tasks(path, strict=not lenient))
+        except TaskValidationError as exc:
+            problems.extend(exc.problems)
+        except (OSError, ValueError, KeyError) as exc:
+            problems.append(f"{path}: {exc}")
+    for p in problems:
+        typer.echo(p.full() if hasattr(p, "full") else p)
+    if problems:
+        n_bad = len({getattr(p, "task_dir", p) for p in problems})
+        _fail(f"{len(problems)} problem(s) in {n_bad} task(s); {total} valid task(s)")
+    typer.echo(f"ok: {total} valid task(s)")
+
+
+@tasks_app.command("index")
+def index_cmd(
+    paths: list[str] = typer.Argument(..., help="Task dirs, dirs of task dirs or builtin:<set>."),
+    out: Path = typer.Option(..., "-o", "--out", help="Output index (.parquet)."),
+    split: str | None = typer.Option(None, help="Hold out a validation split, e.g. val=0.2."),
+    seed: int = typer.Option(0, help="Seed of the deterministic split."),
+    source: str | None = typer.Option(None, help="Source label for tasks that do not name one."),
+) -> None:
+    """Write a parquet index of task pointers (path, instance_id, source, split)."""
+    from legorl.tasks.index import build_index, parse_split
+    from legorl.tasks.loader import TaskValidationError, load_tasks
+
+    try:
+        frac = parse_split(split) if split else 0.0
+        tasks = [t for p in paths for t in load_tasks(p, source=source)]
+        entries = build_index(tasks, out, val_fraction=frac, seed=seed)
+    except TaskValidationError as exc:
+        for p in exc.problems:
+            typer.echo(p.full())
+        _fail(f"not indexed: {len(exc.problems)} problem(s)")
+    except (ValueError, KeyError) as exc:
+        _fail(str(exc))
+    n_val = sum(e.split == "val" for e in entries)
+    typer.echo(f"wrote {out}: {len(entries)} task(s) ({len(entries) - n_val} train, {n_val} val)")
+
+
+@tasks_app.command("list")
+def list_cmd(
+    path: str = typer.Argument(..., help="index.parquet, task dir(s) dir, or builtin:<set>."),
+    split: str | None = typer.Option(None, help="Only this split (index only)."),
+) -> None:
+    """Show tasks as a table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from legorl.tasks.index import read_index
+    from legorl.tasks.loader import TaskValidationError, load_tasks
+
+    table = Table(show_lines=False)
+    for col in ("id", "source", "split", "agent s", "instruction"):
+        table.add_column(col, overflow="fold" if col == "id" else "ellipsis", no_wrap=col != "id")
+    try:
+        p = Path(path)
+        splits: dict[str, str] = {}
+        if p.suffix == ".parquet":
+            entries = read_index(p, split)
+            splits = {e.instance_id: e.split for e in entries}
+            from legorl.tasks.index import load_index_tasks
+
+            tasks = load_index_tasks(p, split)
+        else:
+            tasks = load_tasks(path)
+    except TaskValidationError as exc:
+        for prob in exc.problems:
+            typer.echo(prob.full())
+        _fail(f"{len(exc.problems)} problem(s)")
+    except (OSError, ValueError, KeyError) as exc:
+        _fail(str(exc))
+    for t in tasks:
+        first = next((ln.strip() for ln in t.instruction.splitlines() if ln.strip()), "")
+        table.add_row(t.id, t.source, splits.get(t.id, "-"), f"{t.agent_timeout_sec:g}", first[:70])
+    Console().print(table)
+    typer.echo(f"{len(tasks)} task(s)")
+
+
+@tasks_app.command("builtin")
+def builtin_cmd() -> None:
+    """List the built-in task sets (load one with builtin:<set>)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from legorl.tasks.builtin_sets import DESCRIPTIONS, builtin_count, builtin_sets
+
+    table = Table()
+    for col in ("set", "tasks", "description"):
+        table.add_column(col)
+    for name in builtin_sets():
+        table.add_row(f"builtin:{name}", str(builtin_count(name)), DESCRIPTIONS.get(name, ""))
+    Console().print(table)
+
+
+@tasks_app.command("convert")
+def convert_cmd(
+    records: Path = typer.Argument(..., help="SWE-bench-style records (.jsonl, one JSON object per line)."),
+    out: Path = typer.Option(..., "-o", "--out", help="Directory to write task dirs into."),
+    source: str = typer.Option("converted", help="[metadata].source written into each task."),
+    overwrite: bool = typer.Option(False, help="Replace task dirs that already exist."),
+) -> None:
+    """Turn SWE-bench-style records into Harbor task dirs with a fail/pass-to-pass verifier."""
+    from legorl.tasks.convert import ConversionError, convert_file
+
+    try:
+        dirs = convert_file(records, out, source=source, overwrite=overwrite)
+    except ConversionError as exc:
+        _fail(str(exc))
+    typer.echo(f"wrote {len(dirs)} task(s) under {out}")
