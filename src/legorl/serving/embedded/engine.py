@@ -375,7 +375,8 @@ class EmbeddedEngine:
         self.runner.invalidate()
 
     def _decode(self, seqs: list[Sequence]) -> None:
-        seqs = [s for s in seqs if self._ensure_block(s) and s in self._running]
+        # allocating for one row may preempt another: re-check membership before and after
+        seqs = [s for s in seqs if s in self._running and self._ensure_block(s)]
         seqs = [s for s in seqs if s in self._running]
         if not seqs:
             return

@@ -1,0 +1,206 @@
+"""Embedded engine behaviour against a plain HF forward on the same weights (tiny models)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from legorl.models import ModelNotFoundError
+from legorl.models.chat import chat_ids, load_tokenizer
+from legorl.serving.embedded import EmbeddedEngine
+from legorl.serving.types import ContextLengthError, GenerateRequest, InvalidRequestError, SamplingParams
+
+
+def hf_model(path):
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+
+
+@torch.no_grad()
+def teacher_forced(model, ids: list[int], temperature: float = 1.0) -> list[float]:
+    logits = model(input_ids=torch.tensor([ids])).logits[0, :-1].float()
+    if temperature > 0:
+        logits = logits / temperature
+    return torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
+
+
+def prompt(path, text="Write a bash command that prints hello", n_words: int = 0) -> list[int]:
+    tok = load_tokenizer(path)
+    return chat_ids(tok, [{"role": "user", "content": text + " word" * n_words}])
+
+
+def max_delta(model, out, ids, temperature):
+    ref = teacher_forced(model, ids + out.token_ids, temperature)[len(ids) - 1 :]
+    return max(abs(a - b) for a, b in zip(out.logprobs, ref, strict=True))
+
+
+@pytest.fixture
+async def engine(tiny_llama_dir):
+    eng = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096, seed=0)
+    yield eng
+    await eng.close()
+
+
+async def test_greedy_matches_hf_generate(engine, tiny_llama_dir):
+    ids = prompt(tiny_llama_dir)
+    out = await engine.generate(GenerateRequest(ids, SamplingParams(temperature=0, max_tokens=24)))
+    ref = hf_model(tiny_llama_dir).generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False)
+    assert out.token_ids == ref[0, len(ids) :].tolist()
+    assert out.finish_reason in ("length", "stop") and out.weight_version == 0
+
+
+async def test_sampled_logprobs_match_teacher_forced_single_and_batched(engine, tiny_llama_dir):
+    model = hf_model(tiny_llama_dir)
+    ids = prompt(tiny_llama_dir)
+    sp = SamplingParams(temperature=0.7, top_p=0.9, top_k=50, max_tokens=24, seed=3)
+    single = await engine.generate(GenerateRequest(ids, sp))
+    assert max_delta(model, single, ids, 0.7) < 1e-4
+    prompts = [prompt(tiny_llama_dir, n_words=i * 3) for i in range(6)]
+    outs = await asyncio.gather(
+        *[engine.generate(GenerateRequest(p, SamplingParams(temperature=1.0, max_tokens=20, seed=i)))
+          for i, p in enumerate(prompts)]
+    )
+    for p, o in zip(prompts, outs, strict=True):
+        assert len(o.token_ids) == len(o.logprobs) > 0
+        assert max_delta(model, o, p, 1.0) < 1e-4
+    # a seed fixes the sample whatever else is in the batch
+    again = await engine.generate(GenerateRequest(ids, sp))
+    assert again.token_ids == single.token_ids
+
+
+async def test_prefix_cache_hits_skip_prefill(engine, tiny_llama_dir):
+    ids = prompt(tiny_llama_dir, n_words=40)
+    first = await engine.generate(GenerateRequest(ids, SamplingParams(temperature=0, max_tokens=8)))
+    computed = engine.stats().prefill_tokens_computed
+    assert first.cached_prompt_tokens == 0
+    turn2 = ids + first.token_ids + prompt(tiny_llama_dir, "next turn")
+    probe = engine.prefix_cache_probe(turn2)
+    assert probe.hit_tokens >= len(ids) - engine.block_size and 0 < probe.ratio < 1
+    assert engine.prefix_cache_probe(turn2) == probe  # probing does not change the cache
+    second = await engine.generate(GenerateRequest(turn2, SamplingParams(temperature=0, max_tokens=8)))
+    assert second.cached_prompt_tokens == probe.hit_tokens
+    assert engine.stats().prefill_tokens_computed - computed == len(turn2) - probe.hit_tokens
+
+
+async def test_small_kv_budget_preempts_and_recomputes_without_corruption(tiny_llama_dir):
+    prompts = [prompt(tiny_llama_dir, n_words=10 + i) for i in range(6)]
+    params = [SamplingParams(temperature=1.0, max_tokens=48, seed=i, stop_token_ids=[]) for i in range(6)]
+    big = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=8192)
+    small = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=256, block_size=16)
+    try:
+        ref = await asyncio.gather(*[big.generate(GenerateRequest(p, s)) for p, s in zip(prompts, params, strict=True)])
+        got = await asyncio.gather(*[small.generate(GenerateRequest(p, s)) for p, s in zip(prompts, params, strict=True)])
+        assert small.stats().preemptions > 0 and small.pool.evictions > 0
+        model = hf_model(tiny_llama_dir)
+        for p, r, g in zip(prompts, ref, got, strict=True):
+            assert g.token_ids == r.token_ids
+            assert max_delta(model, g, p, 1.0) < 1e-4
+        assert small.kv_cache_usage() == 0.0
+    finally:
+        await big.close()
+        await small.close()
+
+
+async def test_abort_returns_partial(engine, tiny_llama_dir):
+    ids = prompt(tiny_llama_dir)
+    req = GenerateRequest(ids, SamplingParams(temperature=1.0, max_tokens=1500, seed=0))
+    task = asyncio.create_task(engine.generate(req))
+    while engine.stats().generated_tokens < 5:
+        await asyncio.sleep(0.01)
+    assert 0 < engine.kv_cache_usage() <= 1
+    partial = await engine.abort(req.request_id)
+    out = await task
+    assert partial is not None and partial.finish_reason == out.finish_reason == "abort"
+    assert 5 <= len(out.token_ids) < 1500 and len(out.logprobs) == len(out.token_ids)
+    assert await engine.abort("no-such-request") is None
+
+
+@pytest.mark.parametrize("mode", ["wait", "abort"])
+async def test_update_weights_mid_stream_never_mixes_versions(engine, tiny_llama_dir, mode):
+    model = hf_model(tiny_llama_dir)
+    ids = prompt(tiny_llama_dir)
+    sp = SamplingParams(temperature=1.0, max_tokens=200, seed=1, stop_token_ids=[])
+    inflight = [asyncio.create_task(engine.generate(GenerateRequest(ids, sp))) for _ in range(3)]
+    while engine.stats().generated_tokens < 6:
+        await asyncio.sleep(0.01)
+    new_state = {k: v + 0.05 * torch.randn_like(v) for k, v in model.state_dict().items() if "layers.0" in k}
+    await engine.update_weights(new_state, version=1, mode=mode)
+    after = await engine.generate(GenerateRequest(ids, SamplingParams(temperature=1.0, max_tokens=20, seed=2)))
+    old_outs = await asyncio.gather(*inflight)
+    for o in old_outs:
+        assert o.weight_version == 0
+        assert o.finish_reason == ("abort" if mode == "abort" else "length")
+        assert max_delta(model, o, ids, 1.0) < 1e-4  # every token came from the old weights
+    assert after.weight_version == 1 == engine.weight_version
+    model.load_state_dict(new_state, strict=False)
+    assert max_delta(model, after, ids, 1.0) < 1e-4
+    assert engine.prefix_cache_probe(ids + after.token_ids).hit_tokens <= len(ids) + len(after.token_ids)
+
+
+async def test_update_weights_rejects_bad_state_without_changing_anything(engine, tiny_llama_dir):
+    with pytest.raises(ValueError, match="unknown parameter"):
+        await engine.update_weights({"nope.weight": torch.zeros(1)}, version=5)
+    with pytest.raises(ValueError, match="shape"):
+        await engine.update_weights({"model.norm.weight": torch.zeros(3)}, version=5)
+    assert engine.weight_version == 0
+
+
+async def test_pause_holds_new_work_until_resume(engine, tiny_llama_dir):
+    await engine.pause()
+    task = asyncio.create_task(
+        engine.generate(GenerateRequest(prompt(tiny_llama_dir), SamplingParams(max_tokens=4, seed=0)))
+    )
+    await asyncio.sleep(0.3)
+    assert not task.done() and engine.stats().paused
+    await engine.resume()
+    out = await asyncio.wait_for(task, 30)
+    assert len(out.token_ids) >= 1
+
+
+async def test_moe_routed_experts_shape_and_values(tiny_moe_dir):
+    eng = EmbeddedEngine.from_pretrained(tiny_moe_dir, kv_budget_tokens=2048)
+    try:
+        ids = prompt(tiny_moe_dir)
+        req = GenerateRequest(ids, SamplingParams(temperature=1.0, max_tokens=12, seed=0), return_routed_experts=True)
+        out = await eng.generate(req)
+        n, layers, k = len(out.token_ids), 2, 2
+        assert out.routed_experts.shape == (n, layers, k)
+        assert out.prompt_routed_experts.shape == (len(ids) - 1, layers, k)
+        # the routing recorded at generation equals the routing of a teacher-forced forward
+        from legorl.models.moe import recording
+
+        model = hf_model(tiny_moe_dir)
+        with recording(model) as rec, torch.no_grad():
+            model(input_ids=torch.tensor([ids + out.token_ids]))
+            full = rec.take().numpy()
+        allr = torch.cat([torch.from_numpy(out.prompt_routed_experts), torch.from_numpy(out.routed_experts)])
+        assert (torch.from_numpy(full[:-1]).sort(-1).values == allr.sort(-1).values).all()
+        # second request over the cached prefix still reports full prompt routing
+        again = await eng.generate(GenerateRequest(ids, req.sampling, return_routed_experts=True))
+        assert again.cached_prompt_tokens > 0
+        assert (again.prompt_routed_experts == out.prompt_routed_experts).all()
+        plain = await eng.generate(GenerateRequest(ids, req.sampling))
+        assert plain.routed_experts is None
+    finally:
+        await eng.close()
+
+
+async def test_bad_input_raises_clear_errors(engine, tiny_llama_dir):
+    with pytest.raises(InvalidRequestError, match="empty prompt"):
+        await engine.generate(GenerateRequest([], SamplingParams()))
+    with pytest.raises(InvalidRequestError, match="max_tokens"):
+        await engine.generate(GenerateRequest([1, 2], SamplingParams(max_tokens=-1)))
+    with pytest.raises(InvalidRequestError, match="token ids"):
+        await engine.generate(GenerateRequest([1, 10**9], SamplingParams()))
+    with pytest.raises(ContextLengthError, match="context"):
+        await engine.generate(GenerateRequest([1] * (engine.max_model_len + 5), SamplingParams()))
+    small = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=64)
+    with pytest.raises(ContextLengthError, match="KV budget"):
+        await small.generate(GenerateRequest([1] * 100, SamplingParams()))
+    with pytest.raises(ModelNotFoundError, match="unknown model"):
+        EmbeddedEngine.from_pretrained("/nonexistent/model-dir")
+    # the engine still serves after bad input
+    out = await engine.generate(GenerateRequest([1, 2, 3], SamplingParams(max_tokens=2)))
+    assert len(out.token_ids) >= 1
