@@ -23,6 +23,7 @@ class ExecResult:
     duration_s: float = 0.0
     timed_out: bool = False
     truncated: bool = False
+    oom_killed: bool = False  # the kernel killed a process at the memory limit
 
     @property
     def ok(self) -> bool:

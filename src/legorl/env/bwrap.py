@@ -1,0 +1,107 @@
+"""bubblewrap command lines: the read-only host system plus Harbor's writable paths, nothing else.
+
+Each `exec` is a fresh bwrap invocation over the same per-trial host directories: the state lives in
+those directories, so mounting /tests or /solution later is just another bind on the next call.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from legorl.env.base import SandboxError
+
+DEFAULT_BWRAP = "/usr/bin/bwrap"
+SANDBOX_USER = "agent"
+SANDBOX_HOME = "/home/agent"
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_TOP_LINKS = ("bin", "lib", "lib32", "lib64", "libx32", "sbin")
+
+
+def check_bwrap(path: str) -> str:
+    """Fails early and says how to fix a missing bubblewrap (the commonest setup error)."""
+    p = Path(path)
+    if not p.is_file() or not os.access(p, os.X_OK):
+        raise SandboxError(
+            f"bubblewrap not found at {path}: the local sandbox needs it. "
+            "Install it with `apt-get install bubblewrap` (or pass bwrap=PATH), or use backend='docker'."
+        )
+    return str(p)
+
+
+def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A clean, predictable environment: nothing leaks in from the trainer's process."""
+    env = {
+        "PATH": BASE_PATH,
+        "HOME": SANDBOX_HOME,
+        "USER": SANDBOX_USER,
+        "LOGNAME": SANDBOX_USER,
+        "SHELL": "/bin/bash",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "dumb",
+        "TMPDIR": "/tmp",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    env.update(extra or {})
+    return env
+
+
+def passwd_files(uid: int, gid: int) -> tuple[str, str]:
+    """/etc/passwd and /etc/group that name the sandbox uid, so `whoami`, git and pip stay happy."""
+    try:
+        passwd = Path("/etc/passwd").read_text()
+        group = Path("/etc/group").read_text()
+    except OSError:
+        passwd = group = ""
+    passwd = "".join(line + "\n" for line in passwd.splitlines() if not line.startswith(f"{SANDBOX_USER}:"))
+    group = "".join(line + "\n" for line in group.splitlines() if not line.startswith(f"{SANDBOX_USER}:"))
+    if not any(line.split(":")[2:3] == [str(uid)] for line in passwd.splitlines()):
+        passwd += f"{SANDBOX_USER}:x:{uid}:{gid}:legorl sandbox:{SANDBOX_HOME}:/bin/bash\n"
+    if not any(line.split(":")[2:3] == [str(gid)] for line in group.splitlines()):
+        group += f"{SANDBOX_USER}:x:{gid}:\n"
+    return passwd, group
+
+
+@dataclass
+class BwrapSpec:
+    """What one invocation sees. `binds` are writable (sandbox path -> host dir), `ro_binds` read-only."""
+
+    bwrap: str
+    uid: int
+    gid: int
+    binds: dict[str, Path] = field(default_factory=dict)
+    ro_binds: dict[str, Path] = field(default_factory=dict)
+    network: bool = False
+    hostname: str = "sandbox"
+    system_ro: tuple[str, ...] = ("/usr", "/etc")
+    extra_args: tuple[str, ...] = ()
+
+    def argv(self, cmd: list[str], cwd: str, env: dict[str, str]) -> list[str]:
+        a = [self.bwrap, "--unshare-user", "--uid", str(self.uid), "--gid", str(self.gid)]
+        a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if not self.network:
+            a.append("--unshare-net")
+        a += ["--die-with-parent", "--new-session", "--hostname", self.hostname]
+        for d in self.system_ro:
+            if Path(d).exists():
+                a += ["--ro-bind", d, d]
+        for name in _TOP_LINKS:
+            host = Path("/") / name
+            if host.is_symlink():
+                a += ["--symlink", os.readlink(host), f"/{name}"]
+            elif host.is_dir():
+                a += ["--ro-bind", str(host), f"/{name}"]
+        a += ["--proc", "/proc", "--dev", "/dev"]
+        # Sorted so a parent mount (/app) is bound before a child inside it (/app/data).
+        for dst in sorted(self.binds, key=lambda p: p.count("/")):
+            a += ["--bind", str(self.binds[dst]), dst]
+        for dst in sorted(self.ro_binds, key=lambda p: p.count("/")):
+            a += ["--ro-bind", str(self.ro_binds[dst]), dst]
+        a += list(self.extra_args)
+        a += ["--remount-ro", "/", "--chdir", cwd, "--clearenv"]
+        for k, v in env.items():
+            a += ["--setenv", k, v]
+        a.append("--")
+        return a + cmd

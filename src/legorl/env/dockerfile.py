@@ -1,0 +1,169 @@
+"""The Dockerfile subset the local backend can honour without building an image.
+
+Supported: FROM (one stage; the host's read-only system stands in for the image), WORKDIR, ENV, ARG,
+COPY/ADD of local files (ADD also unpacks local tar archives), RUN (inside the sandbox, as the
+sandbox user, network only if the task allows it). Ignored with a note: EXPOSE, LABEL, MAINTAINER,
+CMD, ENTRYPOINT (Harbor overrides them with a keep-alive), HEALTHCHECK, STOPSIGNAL, USER (every
+command runs as the one unprivileged sandbox uid), VOLUME (its directory is created writable).
+Rejected with file and line: multi-stage builds, COPY --from, remote ADD, RUN --mount, SHELL, ONBUILD.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from legorl.env.base import SandboxError
+
+log = logging.getLogger(__name__)
+
+SUPPORTED = {"FROM", "WORKDIR", "ENV", "ARG", "COPY", "ADD", "RUN", "VOLUME"}
+IGNORED = {"EXPOSE", "LABEL", "MAINTAINER", "CMD", "ENTRYPOINT", "HEALTHCHECK", "STOPSIGNAL", "USER"}
+REJECTED = {
+    "SHELL": "SHELL is not supported: RUN lines run with /bin/sh -c",
+    "ONBUILD": "ONBUILD is not supported",
+}
+
+
+class DockerfileError(SandboxError):
+    """A Dockerfile line the local backend cannot honour; names the file and line."""
+
+    def __init__(self, path: Path, lineno: int, line: str, why: str) -> None:
+        super().__init__(
+            f"{path}:{lineno}: {why}: {line.strip()!r} (use backend='docker' for full Dockerfiles)"
+        )
+        self.path, self.lineno, self.why = path, lineno, why
+
+
+@dataclass
+class Instruction:
+    lineno: int
+    keyword: str
+    args: str
+    flags: dict[str, str] = field(default_factory=dict)
+    raw: str = ""
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """Joins backslash continuations, drops comments and blank lines; keeps the first line number."""
+    out: list[tuple[int, str]] = []
+    buf: list[str] = []
+    start = 0
+    for i, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not buf and (not stripped or stripped.startswith("#")):
+            continue
+        if buf and stripped.startswith("#"):
+            continue  # comment lines inside a continuation are dropped, as docker does
+        if not buf:
+            start = i
+        if line.rstrip().endswith("\\"):
+            buf.append(line.rstrip()[:-1])
+            continue
+        buf.append(line)
+        out.append((start, " ".join(s.strip() for s in buf)))
+        buf = []
+    if buf:
+        out.append((start, " ".join(s.strip() for s in buf)))
+    return out
+
+
+def _split_flags(args: str) -> tuple[dict[str, str], str]:
+    flags: dict[str, str] = {}
+    while args.startswith("--"):
+        tok, _, rest = args.partition(" ")
+        k, _, v = tok[2:].partition("=")
+        flags[k] = v
+        args = rest.lstrip()
+    return flags, args
+
+
+def parse(path: Path) -> list[Instruction]:
+    """Parses and validates; raises DockerfileError at the first line the local backend cannot honour."""
+    text = path.read_text()
+    out: list[Instruction] = []
+    seen_from = False
+    for lineno, line in _logical_lines(text):
+        kw, _, args = line.strip().partition(" ")
+        kw = kw.upper()
+        args = args.strip()
+        flags, args = _split_flags(args)
+        ins = Instruction(lineno, kw, args, flags, line)
+        if kw in REJECTED:
+            raise DockerfileError(path, lineno, line, REJECTED[kw])
+        if kw in IGNORED:
+            log.info("%s:%d: %s ignored by the local backend", path, lineno, kw)
+            continue
+        if kw not in SUPPORTED:
+            raise DockerfileError(path, lineno, line, f"unknown or unsupported instruction {kw}")
+        if kw == "FROM":
+            if seen_from or re.search(r"\s+AS\s+", args, re.IGNORECASE):
+                raise DockerfileError(path, lineno, line, "multi-stage builds are not supported")
+            seen_from = True
+            continue  # the host's read-only system stands in for the base image
+        if kw in ("COPY", "ADD") and "from" in flags:
+            raise DockerfileError(path, lineno, line, "COPY --from (multi-stage) is not supported")
+        if kw == "ADD" and re.match(r"^\S*(https?|git)[:@]", args):
+            raise DockerfileError(
+                path, lineno, line, "ADD of a remote URL is not supported (no network at build)"
+            )
+        if kw == "RUN" and "mount" in flags:
+            raise DockerfileError(path, lineno, line, "RUN --mount is not supported")
+        out.append(ins)
+    return out
+
+
+def words(ins: Instruction, path: Path) -> list[str]:
+    """Arguments of COPY/ADD/VOLUME: JSON exec form or whitespace-separated words."""
+    if ins.args.startswith("["):
+        try:
+            val = json.loads(ins.args)
+        except json.JSONDecodeError as e:
+            raise DockerfileError(path, ins.lineno, ins.raw, f"bad JSON array: {e}") from e
+        return [str(v) for v in val]
+    return shlex.split(ins.args)
+
+
+def run_command(ins: Instruction) -> str:
+    """A RUN line as a shell string (the exec form is quoted back into one)."""
+    if ins.args.startswith("["):
+        try:
+            return shlex.join(str(v) for v in json.loads(ins.args))
+        except json.JSONDecodeError:
+            pass
+    return ins.args
+
+
+def env_pairs(ins: Instruction, path: Path) -> list[tuple[str, str]]:
+    """ENV/ARG: `K=V K2="v 2"` or the legacy `K value with spaces`; ARG may have no value."""
+    args = ins.args
+    if "=" not in args.split(" ", 1)[0]:
+        k, _, v = args.partition(" ")
+        if ins.keyword == "ENV" and not v:
+            raise DockerfileError(path, ins.lineno, ins.raw, "ENV needs a value")
+        return [(k, v.strip())]
+    out = []
+    for tok in shlex.split(args):
+        k, sep, v = tok.partition("=")
+        if not sep and ins.keyword == "ENV":
+            raise DockerfileError(path, ins.lineno, ins.raw, f"ENV item {tok!r} has no '='")
+        out.append((k, v))
+    return out
+
+
+_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def substitute(text: str, env: dict[str, str]) -> str:
+    """$VAR, ${VAR} and ${VAR:-default} as docker expands them in ENV/WORKDIR/COPY."""
+
+    def rep(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(3)
+        val = env.get(name, "")
+        return val if val or m.group(2) is None else m.group(2)
+
+    return _VAR.sub(rep, text)

@@ -1,0 +1,373 @@
+"""The `local` backend: one bubblewrap sandbox per trial, no container engine needed.
+
+Harbor tasks run unmodified because their paths exist: the task's workdir (a fresh writable copy of
+environment/), /logs/agent and /logs/verifier, a private /tmp and home; /tests appears only for
+verification and /solution only for the oracle. Everything else is the host's system, read-only.
+State lives in per-trial host directories, so each `exec` is an independent bwrap call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import threading
+import uuid
+from pathlib import Path, PurePosixPath
+
+from legorl.env import archive, procs
+from legorl.env.base import ExecResult, SandboxError
+from legorl.env.bwrap import DEFAULT_BWRAP, SANDBOX_HOME, BwrapSpec, base_env, check_bwrap, passwd_files
+from legorl.env.cgroups import TrialCgroup
+from legorl.env.output import DEFAULT_OUTPUT_CAP, tail
+from legorl.tasks.model import Task
+
+log = logging.getLogger(__name__)
+
+DOWNLOAD_CAP = 1 << 30  # a download larger than this is refused rather than held in memory
+
+
+class _UidPool:
+    """Distinct uids per live trial: RLIMIT_NPROC is per uid, and file modes then separate trials."""
+
+    def __init__(self, base: int = 61000, size: int = 1000) -> None:
+        self.base, self.size = base, size
+        self._used: set[int] = set()
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def take(self) -> int:
+        with self._lock:
+            for _ in range(self.size):
+                uid = self.base + self._next
+                self._next = (self._next + 1) % self.size
+                if uid not in self._used:
+                    self._used.add(uid)
+                    return uid
+        raise SandboxError(f"all {self.size} sandbox uids from {self.base} are in use")
+
+    def give(self, uid: int) -> None:
+        with self._lock:
+            self._used.discard(uid)
+
+
+UIDS = _UidPool()
+
+
+def default_root() -> Path:
+    return Path(tempfile.gettempdir()) / "legorl-sandboxes"
+
+
+class LocalSandbox:
+    """Sandbox over bubblewrap. Options: bwrap path, root_dir, uid, pids_max, rlimits, output_cap,
+    use_cgroups, network (None = the task's allow_internet)."""
+
+    def __init__(
+        self,
+        task: Task,
+        *,
+        bwrap: str = DEFAULT_BWRAP,
+        root_dir: Path | str | None = None,
+        uid: int | None = None,
+        pids_max: int = 1024,
+        rlimits: procs.Rlimits | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+        use_cgroups: bool = True,
+        network: bool | None = None,
+    ) -> None:
+        self.task = task
+        self.bwrap = bwrap
+        self.root_dir = Path(root_dir) if root_dir else default_root()
+        self._uid_opt = uid
+        self.pids_max = pids_max
+        self.output_cap = output_cap
+        self.use_cgroups = use_cgroups
+        self.network = task.limits.allow_internet if network is None else network
+        self.rlimits = rlimits or procs.Rlimits(
+            file_size_mb=task.limits.storage_mb or 4096, nproc=max(pids_max, 64)
+        )
+        self.uid = self.gid = -1
+        self.root: Path | None = None
+        self.binds: dict[str, Path] = {}
+        self.ro_binds: dict[str, Path] = {}
+        self.env: dict[str, str] = {}  # from the Dockerfile's ENV lines
+        self.cwd = task.workdir
+        self.cgroup: TrialCgroup | None = None
+        self.limits_note = ""  # what isolation is missing on this host, empty when complete
+        self._live: set[int] = set()
+        self._pooled_uid = False
+        self._started = False
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self.bwrap = check_bwrap(self.bwrap)
+        try:
+            await asyncio.to_thread(self._setup_dirs)
+            self._started = True
+            from legorl.env.localbuild import prepare_workdir
+
+            await prepare_workdir(self)
+        except BaseException:
+            await self.stop()
+            raise
+
+    def _setup_dirs(self) -> None:
+        root_user = os.geteuid() == 0
+        if self._uid_opt is not None:
+            self.uid = self._uid_opt
+        elif root_user:
+            self.uid, self._pooled_uid = UIDS.take(), True
+        else:
+            self.uid = os.getuid()
+        self.gid = self.uid if root_user else os.getgid()
+        if root_user and self.uid == 0:
+            raise SandboxError("refusing to run a sandbox as uid 0: pass a non-root uid")
+        self.root_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root_dir, 0o711)
+        slug = re.sub(r"[^A-Za-z0-9_.-]", "_", self.task.id)[:40]
+        self.root = Path(tempfile.mkdtemp(prefix=f"{slug}-", dir=self.root_dir))
+        os.chmod(self.root, 0o711)
+        layout = {
+            self.task.workdir: "work",
+            "/tmp": "tmp",
+            "/var/tmp": "tmp",
+            SANDBOX_HOME: "home",
+            "/logs/agent": "logs/agent",
+            "/logs/verifier": "logs/verifier",
+        }
+        for dst, sub in layout.items():
+            host = self.root / sub
+            host.mkdir(parents=True, exist_ok=True)
+            self._own(host)
+            self.binds[dst] = host
+        (self.root / "tmp").chmod(0o1777)
+        passwd, group = passwd_files(self.uid, self.gid)
+        (self.root / "etc").mkdir()
+        (self.root / "etc" / "passwd").write_text(passwd)
+        (self.root / "etc" / "group").write_text(group)
+        for f in ("passwd", "group"):
+            os.chmod(self.root / "etc" / f, 0o644)
+            self.ro_binds[f"/etc/{f}"] = self.root / "etc" / f
+        self._setup_cgroup()
+
+    def _setup_cgroup(self) -> None:
+        notes = []
+        if self.use_cgroups:
+            assert self.root is not None
+            self.cgroup = TrialCgroup(f"legorl-{self.root.name}-{uuid.uuid4().hex[:6]}")
+            self.cgroup.create(self.task.limits.memory_mb, self.pids_max, self.task.limits.cpus)
+            if self.cgroup.unavailable:
+                notes.append(f"cgroup controllers unavailable: {', '.join(self.cgroup.unavailable)}")
+            if self.cgroup.layout.reason:
+                notes.append(self.cgroup.layout.reason)
+        else:
+            notes.append("cgroups disabled by option")
+        no_memcg = self.cgroup is None or "memory" not in self.cgroup.dirs
+        if no_memcg and self.rlimits.address_space_mb is None:
+            # Without a memory cgroup the address-space rlimit is the only memory bound left.
+            self.rlimits = dataclasses.replace(
+                self.rlimits, address_space_mb=max(self.task.limits.memory_mb * 2, 1024)
+            )
+            notes.append(f"memory bounded by RLIMIT_AS={self.rlimits.address_space_mb}MB instead")
+        self.limits_note = "; ".join(notes)
+
+    def _own(self, path: Path) -> None:
+        if os.geteuid() == 0:
+            os.chown(path, self.uid, self.gid, follow_symlinks=False)
+
+    def own_tree(self, path: Path) -> None:
+        """Hands a copied tree to the sandbox uid (lchown: a symlink is never followed)."""
+        if os.geteuid() != 0:
+            return
+        self._own(path)
+        if path.is_dir() and not path.is_symlink():
+            for dirpath, dirnames, filenames in os.walk(path):
+                for n in dirnames + filenames:
+                    os.chown(os.path.join(dirpath, n), self.uid, self.gid, follow_symlinks=False)
+
+    async def stop(self) -> None:
+        """Kills whatever the trial left running and removes every trace on the host. Idempotent."""
+        for pid in list(self._live):
+            procs._kill_group(pid)
+        self._live.clear()
+        if self.cgroup is not None:
+            await asyncio.to_thread(self.cgroup.remove)
+            self.cgroup = None
+        if self.root is not None:
+            root, self.root = self.root, None
+            await asyncio.to_thread(shutil.rmtree, root, True)
+        if self._pooled_uid:
+            UIDS.give(self.uid)
+            self._pooled_uid = False
+        self._started = False
+
+    async def __aenter__(self) -> LocalSandbox:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ---- running commands ------------------------------------------------------------------------
+
+    def _spec(self, network: bool | None = None) -> BwrapSpec:
+        return BwrapSpec(
+            bwrap=self.bwrap,
+            uid=self.uid,
+            gid=self.gid,
+            binds=dict(self.binds),
+            ro_binds=dict(self.ro_binds),
+            network=self.network if network is None else network,
+        )
+
+    async def run_argv(
+        self,
+        argv: list[str],
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        output_cap: int | None = None,
+        network: bool | None = None,
+    ) -> tuple[procs.RunOutput, bool]:
+        """Runs argv inside the sandbox; returns the raw output and whether the OOM killer fired."""
+        if not self._started or self.root is None:
+            raise SandboxError("sandbox is not started")
+        full_env = base_env({**self.env, **(env or {})})
+        bw = self._spec(network).argv(argv, cwd or self.cwd, full_env)
+        drop = os.geteuid() == 0
+        spec = procs.SpawnSpec(
+            argv=bw,
+            cgroup_procs=self.cgroup.procs_files() if self.cgroup else [],
+            rlimits=self.rlimits,
+            uid=self.uid if drop else None,
+            gid=self.gid if drop else None,
+        )
+        ooms = self.cgroup.oom_kills() if self.cgroup else 0
+        out = await procs.run(
+            spec,
+            stdin=stdin,
+            timeout=timeout,
+            output_cap=self.output_cap if output_cap is None else output_cap,
+            on_spawn=self._live.add,
+            on_exit=self._live.discard,
+        )
+        oom = bool(self.cgroup and self.cgroup.oom_kills() > ooms)
+        return out, oom
+
+    async def exec(
+        self,
+        cmd: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> ExecResult:
+        """`bash -c cmd` in a fresh namespace over the trial's dirs; timeout defaults to the agent's."""
+        t = self.task.agent_timeout_sec if timeout is None else timeout
+        out, oom = await self.run_argv(["/bin/bash", "-c", cmd], cwd, env, t)
+        stderr = out.stderr.decode("utf-8", errors="replace")
+        if oom:
+            stderr += "\n[legorl: a process was killed by the OOM killer (memory limit)]\n"
+        return ExecResult(
+            exit_code=out.exit_code,
+            stdout=out.stdout.decode("utf-8", errors="replace"),
+            stderr=stderr,
+            duration_s=out.duration_s,
+            timed_out=out.timed_out,
+            truncated=out.truncated,
+            oom_killed=oom,
+        )
+
+    # ---- files -----------------------------------------------------------------------------------
+
+    async def upload(self, src: Path, dst: str) -> None:
+        """Copies a host file or directory to `dst` in the sandbox, as the sandbox user (tar over stdin,
+        so a symlink the agent planted can never redirect a write onto the host)."""
+        data = await asyncio.to_thread(archive.pack, Path(src), PurePosixPath(dst).name)
+        parent = str(PurePosixPath(dst).parent)
+        out, _ = await self.run_argv(
+            ["/bin/sh", "-c", 'mkdir -p "$0" && tar -x --no-same-owner -C "$0" -f -', parent],
+            cwd="/",
+            stdin=data,
+            timeout=300,
+        )
+        if out.exit_code != 0:
+            raise SandboxError(f"upload {src} -> {dst} failed: {tail(out.stderr.decode(errors='replace'))}")
+
+    async def download(self, src: str, dst: Path) -> None:
+        """Copies `src` out of the sandbox to the host path `dst` (read inside, as the sandbox user)."""
+        p = PurePosixPath(src)
+        out, _ = await self.run_argv(
+            ["/bin/sh", "-c", 'tar -c -C "$0" -f - -- "$1"', str(p.parent), p.name],
+            cwd="/",
+            timeout=300,
+            output_cap=DOWNLOAD_CAP,
+        )
+        if out.exit_code != 0 or out.truncated:
+            why = "too large" if out.truncated else tail(out.stderr.decode(errors="replace"))
+            raise SandboxError(f"download {src} failed: {why}")
+        try:
+            await asyncio.to_thread(archive.unpack, out.stdout, p.name, Path(dst))
+        except (tarfile.TarError, OSError) as e:
+            raise SandboxError(f"download {src} refused: {e}") from e
+
+    # ---- Harbor's verifier / oracle paths ----------------------------------------------------------
+
+    def host_path(self, path: str) -> Path | None:
+        """Host directory behind a writable sandbox path (longest bind prefix), None if read-only."""
+        p = PurePosixPath(path)
+        best = None
+        for dst in self.binds:
+            d = PurePosixPath(dst)
+            if (p == d or d in p.parents) and (best is None or len(str(d)) > len(str(best))):
+                best = d
+        if best is None:
+            return None
+        return self.binds[str(best)] / p.relative_to(best)
+
+    async def _mount_copy(self, src: Path, name: str, at: str) -> Path:
+        assert self.root is not None
+        host = self.root / name
+        if host.exists():
+            await asyncio.to_thread(shutil.rmtree, host)
+        await asyncio.to_thread(shutil.copytree, src, host, symlinks=True)
+        # Readable by the sandbox uid, writable by nobody inside: the bind is read-only too.
+        await asyncio.to_thread(self.own_tree, host)
+        self.ro_binds[at] = host
+        return host
+
+    async def mount_tests(self, src: Path | None = None) -> Path:
+        """Makes the task's tests visible at /tests (read-only) from the next exec on."""
+        return await self._mount_copy(Path(src or self.task.tests_dir), "tests", "/tests")
+
+    async def mount_solution(self, src: Path | None = None) -> Path:
+        """Makes the reference solution visible at /solution (read-only): the oracle only."""
+        return await self._mount_copy(Path(src or self.task.solution_dir), "solution", "/solution")
+
+    async def unmount(self, at: str) -> None:
+        host = self.ro_binds.pop(at, None)
+        if host is not None:
+            await asyncio.to_thread(shutil.rmtree, host, True)
+
+    @property
+    def logs_dir(self) -> Path | None:
+        return self.binds.get("/logs/verifier")
+
+    def describe(self) -> dict[str, object]:
+        """What isolation this sandbox has, for logs and preflight."""
+        return {
+            "backend": "local",
+            "uid": self.uid,
+            "network": self.network,
+            "cgroups": sorted(self.cgroup.dirs) if self.cgroup else [],
+            "missing": self.limits_note,
+            "root": str(self.root) if self.root else None,
+        }

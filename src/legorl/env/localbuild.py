@@ -1,0 +1,161 @@
+"""Fills a local sandbox's workdir from the task's environment/: plain files, or a Dockerfile subset.
+
+Without a Dockerfile the environment files are the workdir content. With one, only what it COPYs
+lands in the sandbox (as in an image build) and its RUN lines execute inside the sandbox at setup.
+Builds start in the task's workdir (Harbor's template sets `WORKDIR /app` anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import shutil
+import tarfile
+import time
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from legorl.env import dockerfile as df
+from legorl.env.base import SandboxError
+from legorl.env.output import tail
+
+if TYPE_CHECKING:
+    from legorl.env.local import LocalSandbox
+
+READ_ONLY_SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/proc", "/dev")
+
+
+def _copy_into(src: Path, dst: Path) -> None:
+    """Copies a file, or a directory's contents, to `dst` (symlinks copied as links, never followed)."""
+    if src.is_dir() and not src.is_symlink():
+        shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+    else:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst, follow_symlinks=False)
+
+
+async def prepare_workdir(sb: LocalSandbox) -> None:
+    env_dir = sb.task.environment_dir
+    work = sb.binds[sb.task.workdir]
+    dockerfile = env_dir / "Dockerfile"
+    if not dockerfile.is_file():
+        if env_dir.is_dir():
+            await asyncio.to_thread(_copy_into, env_dir, work)
+            await asyncio.to_thread(sb.own_tree, work)
+        return
+    await _Build(sb, dockerfile).run()
+
+
+class _Build:
+    def __init__(self, sb: LocalSandbox, path: Path) -> None:
+        self.sb, self.path = sb, path
+        self.env_dir = path.parent.resolve()
+        self.args: dict[str, str] = {}
+        self.cwd = sb.task.workdir
+        self.deadline = time.monotonic() + sb.task.build_timeout_sec
+
+    def _err(self, ins: df.Instruction, why: str) -> df.DockerfileError:
+        return df.DockerfileError(self.path, ins.lineno, ins.raw, why)
+
+    def _abs(self, p: str) -> str:
+        return str(PurePosixPath(self.cwd) / p) if not p.startswith("/") else str(PurePosixPath(p))
+
+    def _vars(self) -> dict[str, str]:
+        return {**self.args, **self.sb.env}
+
+    def ensure_dir(self, ins: df.Instruction, path: str) -> Path:
+        """Host directory for a sandbox path; paths outside every writable bind get a new bind."""
+        norm = os.path.normpath(path)
+        if any(norm == s or norm.startswith(s + "/") for s in READ_ONLY_SYSTEM):
+            raise self._err(ins, f"{norm} is in the read-only host system (the local backend has no image)")
+        host = self.sb.host_path(norm)
+        if host is None:
+            assert self.sb.root is not None
+            host = self.sb.root / "extra" / norm.strip("/").replace("/", "__")
+            self.sb.binds[norm] = host
+        host.mkdir(parents=True, exist_ok=True)
+        self.sb.own_tree(host)
+        return host
+
+    async def run(self) -> None:
+        for ins in df.parse(self.path):
+            kw = ins.keyword
+            if kw == "WORKDIR":
+                self.cwd = self._abs(df.substitute(ins.args, self._vars()))
+                self.ensure_dir(ins, self.cwd)
+            elif kw == "ENV":
+                for k, v in df.env_pairs(ins, self.path):
+                    self.sb.env[k] = df.substitute(v, self._vars())
+            elif kw == "ARG":
+                for k, v in df.env_pairs(ins, self.path):
+                    self.args.setdefault(k, df.substitute(v, self._vars()))
+            elif kw == "VOLUME":
+                for w in df.words(ins, self.path):
+                    self.ensure_dir(ins, self._abs(df.substitute(w, self._vars())))
+            elif kw in ("COPY", "ADD"):
+                await asyncio.to_thread(self.copy, ins)
+            elif kw == "RUN":
+                await self.run_line(ins)
+        self.sb.cwd = self.cwd
+
+    def copy(self, ins: df.Instruction) -> None:
+        ws = [df.substitute(w, self._vars()) for w in df.words(ins, self.path)]
+        if len(ws) < 2:
+            raise self._err(ins, f"{ins.keyword} needs a source and a destination")
+        srcs, dst = ws[:-1], ws[-1]
+        files: list[Path] = []
+        for s in srcs:
+            matches = (
+                sorted(glob.glob(str(self.env_dir / s)))
+                if any(c in s for c in "*?[")
+                else [str(self.env_dir / s)]
+            )
+            for m in matches:
+                p = Path(os.path.normpath(m))
+                if p != self.env_dir and self.env_dir not in p.parents:
+                    raise self._err(ins, f"source {s} is outside the build context {self.env_dir}")
+                if not p.exists():
+                    raise self._err(ins, f"source {s} not found in {self.env_dir}")
+                files.append(p)
+        if not files:
+            raise self._err(ins, "no source matched")
+        target = self._abs(dst)
+        into_dir = (
+            dst.endswith("/")
+            or len(files) > 1
+            or (self.sb.host_path(target) or Path("/nonexistent")).is_dir()
+        )
+        for f in files:
+            if f.is_dir():
+                host = self.ensure_dir(ins, target)
+                _copy_into(f, host)
+            elif ins.keyword == "ADD" and tarfile.is_tarfile(f):
+                host = self.ensure_dir(ins, target)
+                with tarfile.open(f) as tar:
+                    tar.extractall(host, filter="data")
+            else:
+                dest = f"{target}/{f.name}" if into_dir else target
+                parent = self.ensure_dir(ins, str(PurePosixPath(dest).parent))
+                host_file = parent / PurePosixPath(dest).name
+                if not os.path.realpath(host_file).startswith(os.path.realpath(parent)):
+                    raise self._err(ins, f"destination {dest} escapes its directory")
+                _copy_into(f, host_file)
+        for root in {self.sb.host_path(target)} - {None}:
+            assert root is not None
+            self.sb.own_tree(root if root.exists() else root.parent)
+
+    async def run_line(self, ins: df.Instruction) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self._err(ins, f"build timeout ({self.sb.task.build_timeout_sec:.0f}s) exceeded")
+        cmd = df.run_command(ins)
+        out, oom = await self.sb.run_argv(
+            ["/bin/sh", "-c", cmd], cwd=self.cwd, env=self.args, timeout=left, network=self.sb.network
+        )
+        if out.exit_code != 0:
+            why = "timed out" if out.timed_out else f"exit code {out.exit_code}"
+            if oom:
+                why += " (out of memory)"
+            err = tail(out.stderr.decode("utf-8", errors="replace"), 2000)
+            raise SandboxError(f"{self.path}:{ins.lineno}: RUN failed ({why}): {ins.raw.strip()!r}\n{err}")

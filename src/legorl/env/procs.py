@@ -1,0 +1,173 @@
+"""Spawning a sandboxed process: cgroup placement, rlimits and uid drop happen in the child before exec.
+
+Doing it in the child (not after spawn) closes the race where a fork bomb forks before it is moved
+into its cgroup. A per-exec timeout kills the process group; bwrap's pid namespace then takes every
+descendant with it (pid 1 of the namespace dies, the kernel kills the rest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from legorl.env.output import DEFAULT_OUTPUT_CAP, CappedBuffer, drain
+
+# Only these reach bwrap itself; the sandboxed command gets its own clean env via --setenv.
+_HOST_ENV_KEYS = ("PATH", "LANG")
+
+
+@dataclass
+class Rlimits:
+    """Per-process limits (None = leave as inherited). Hard = soft so the sandbox cannot raise them."""
+
+    cpu_s: int | None = 3600
+    address_space_mb: int | None = None
+    file_size_mb: int | None = 4096
+    nofile: int | None = 4096
+    nproc: int | None = 1024
+
+    def pairs(self) -> list[tuple[int, int]]:
+        mb = 1024 * 1024
+        out = []
+        for res, val in (
+            (resource.RLIMIT_CPU, self.cpu_s),
+            (resource.RLIMIT_AS, self.address_space_mb and self.address_space_mb * mb),
+            (resource.RLIMIT_FSIZE, self.file_size_mb and self.file_size_mb * mb),
+            (resource.RLIMIT_NOFILE, self.nofile),
+            (resource.RLIMIT_NPROC, self.nproc),
+        ):
+            if val:
+                _soft, hard = resource.getrlimit(res)
+                val = val if hard == resource.RLIM_INFINITY else min(val, hard)
+                out.append((res, val))
+        return out
+
+
+@dataclass
+class SpawnSpec:
+    argv: list[str]
+    cgroup_procs: list[Path] = field(default_factory=list)
+    rlimits: Rlimits = field(default_factory=Rlimits)
+    uid: int | None = None  # drop to this uid (and gid) when running as root
+    gid: int | None = None
+
+
+@dataclass
+class RunOutput:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    duration_s: float
+    timed_out: bool
+    truncated: bool
+
+
+def _make_preexec(spec: SpawnSpec) -> Callable[[], None]:
+    # Everything the child needs is computed here, in the parent: the child only makes syscalls.
+    fds = [os.open(p, os.O_WRONLY | os.O_CLOEXEC) for p in spec.cgroup_procs]
+    limits = spec.rlimits.pairs()
+    uid, gid = spec.uid, spec.gid
+
+    def preexec() -> None:
+        for fd in fds:
+            os.write(fd, b"0")  # "0" = the writing process itself
+        for res, val in limits:
+            resource.setrlimit(res, (val, val))
+        if uid is not None and gid is not None:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+
+    preexec.fds = fds  # type: ignore[attr-defined]
+    return preexec
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+async def run(
+    spec: SpawnSpec,
+    stdin: bytes | None = None,
+    timeout: float | None = None,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+    on_spawn: Callable[[int], None] | None = None,
+    on_exit: Callable[[int], None] | None = None,
+) -> RunOutput:
+    """Runs one sandboxed command to completion or timeout; output is capped but always drained."""
+    preexec = _make_preexec(spec)
+    host_env = {k: os.environ[k] for k in _HOST_ENV_KEYS if k in os.environ}
+    t0 = time.monotonic()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *spec.argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            preexec_fn=preexec,
+            start_new_session=True,
+            env=host_env,
+        )
+    finally:
+        for fd in preexec.fds:  # type: ignore[attr-defined]
+            os.close(fd)
+    if on_spawn:
+        on_spawn(proc.pid)
+    out, err = CappedBuffer(output_cap), CappedBuffer(output_cap)
+
+    async def feed() -> None:
+        if stdin is not None and proc.stdin is not None:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                proc.stdin.write(stdin)
+                await proc.stdin.drain()
+            proc.stdin.close()
+
+    async def body() -> None:
+        await asyncio.gather(feed(), drain(proc.stdout, out), drain(proc.stderr, err))
+        await proc.wait()
+
+    task = asyncio.ensure_future(body())
+    timed_out = False
+    try:
+        await asyncio.wait_for(asyncio.shield(task), timeout)
+    except TimeoutError:
+        timed_out = True
+        _kill_group(proc.pid)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 10)
+        except TimeoutError:
+            task.cancel()  # something still holds the pipes: give up on the rest of the output
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    except asyncio.CancelledError:
+        _kill_group(proc.pid)
+        task.cancel()
+        raise
+    finally:
+        if on_exit:
+            on_exit(proc.pid)
+    if proc.returncode is None:
+        _kill_group(proc.pid)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(proc.wait(), 5)
+    rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+    if rc < 0:
+        rc = 128 - rc  # killed by a signal: the shell convention (137 = SIGKILL)
+    return RunOutput(
+        exit_code=124 if timed_out else rc,
+        stdout=out.getvalue(),
+        stderr=err.getvalue(),
+        duration_s=time.monotonic() - t0,
+        timed_out=timed_out,
+        truncated=out.truncated or err.truncated,
+    )

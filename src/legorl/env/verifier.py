@@ -1,0 +1,174 @@
+"""Scoring a finished trial the way Harbor does, with every failure named (never a silent 0).
+
+`bash /tests/test.sh` runs from the workdir and writes /logs/verifier/reward.json (a dict of floats,
+wins) or reward.txt (one float). The scalar reward is `rewards["reward"]` if present, else the only
+value, else the mean of all values. test.sh's exit code does not matter when a reward was written
+(failing pytest exits non-zero by design); a timeout, a crash without reward, or a missing or garbled
+reward file is `verifier_error` with the reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from legorl.env import guards
+from legorl.env.base import ExecResult, Sandbox
+from legorl.env.output import tail
+from legorl.tasks.model import Task
+
+Outcome = Literal["ok", "verifier_error"]
+
+_READ_REWARDS = (
+    "for f in reward.json reward.txt; do p=/logs/verifier/$f; "
+    'if [ -f "$p" ]; then printf "%s " $f; head -c 1048576 "$p" | base64 -w0; echo; fi; done'
+)
+
+
+@dataclass
+class VerifyResult:
+    reward: float | None
+    rewards: dict[str, float] = field(default_factory=dict)
+    outcome: Outcome = "ok"
+    reason: str = ""
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    duration_s: float = 0.0
+    exit_code: int | None = None
+    flags: list[str] = field(default_factory=list)  # anti-hacking findings (see guards)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+    @property
+    def tampered(self) -> bool:
+        return bool(self.flags)
+
+
+def parse_rewards(json_text: str | None, txt_text: str | None) -> tuple[float, dict[str, float]]:
+    """(scalar, all rewards) from the two files' contents; ValueError says what is wrong."""
+    if json_text is not None:
+        try:
+            data: Any = json.loads(json_text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"reward.json is not JSON: {e}") from e
+        if isinstance(data, bool) or not isinstance(data, int | float | dict):
+            raise ValueError(f"reward.json must be an object of numbers, got {type(data).__name__}")
+        if not isinstance(data, dict):
+            data = {"reward": data}
+        if not data:
+            raise ValueError("reward.json is an empty object")
+        rewards: dict[str, float] = {}
+        for k, v in data.items():
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise ValueError(f"reward.json: {k!r} is {v!r}, not a finite number")
+            rewards[str(k)] = float(v)
+        if "reward" in rewards:
+            return rewards["reward"], rewards
+        return sum(rewards.values()) / len(rewards), rewards
+    if txt_text is not None:
+        s = txt_text.strip()
+        try:
+            val = float(s)
+        except ValueError:
+            raise ValueError(f"reward.txt is not a number: {s[:80]!r}") from None
+        if not math.isfinite(val):
+            raise ValueError(f"reward.txt is {s!r}")
+        return val, {"reward": val}
+    raise ValueError("no reward file written (/logs/verifier/reward.json or reward.txt)")
+
+
+async def _mount(sandbox: Sandbox, src: Path, at: str, method: str) -> None:
+    mount = getattr(sandbox, method, None)
+    if mount is not None:
+        await mount(src)
+    else:
+        await sandbox.upload(src, at)
+
+
+async def verify(
+    sandbox: Sandbox, task: Task, timeout: float | None = None, guard: bool = True
+) -> VerifyResult:
+    """Runs the task's tests in the trial's sandbox after the agent finished; returns a typed result."""
+    t0 = time.monotonic()
+    flags: list[str] = []
+    quiesce = getattr(sandbox, "quiesce", None)
+    if quiesce is not None:
+        await quiesce()  # backends whose processes outlive an exec: stop the agent's leftovers
+    if guard:
+        flags += (await guards.before_verification(sandbox)).flags
+    else:
+        await sandbox.exec("rm -f /logs/verifier/reward.txt /logs/verifier/reward.json", cwd="/", timeout=30)
+    if not (task.tests_dir / "test.sh").is_file():
+        return VerifyResult(
+            None,
+            outcome="verifier_error",
+            reason=f"{task.tests_dir}/test.sh not found",
+            flags=flags,
+            duration_s=time.monotonic() - t0,
+        )
+    await _mount(sandbox, task.tests_dir, guards.TESTS_DIR, "mount_tests")
+    expected = guards.hash_host_tree(task.tests_dir) if guard else {}
+    if guard:
+        flags += guards.compare(
+            expected, await guards.hash_tree(sandbox, guards.TESTS_DIR), "/tests at mount"
+        )
+    limit = task.verifier_timeout_sec if timeout is None else timeout
+    run = await sandbox.exec("bash /tests/test.sh", timeout=limit)  # from the workdir, as Harbor
+    res = VerifyResult(
+        reward=None,
+        stdout_tail=tail(run.stdout),
+        stderr_tail=tail(run.stderr),
+        exit_code=run.exit_code,
+    )
+    if guard:
+        flags += guards.compare(
+            expected, await guards.hash_tree(sandbox, guards.TESTS_DIR), "/tests after run"
+        )
+    res.flags = flags
+    if run.timed_out:
+        res.outcome, res.reason = "verifier_error", f"verifier timed out after {limit:.0f}s"
+    else:
+        files = await _read_rewards(sandbox)
+        try:
+            res.reward, res.rewards = parse_rewards(files.get("reward.json"), files.get("reward.txt"))
+        except ValueError as e:
+            res.outcome = "verifier_error"
+            res.reason = f"{e} (test.sh exit code {run.exit_code}{', OOM' if run.oom_killed else ''})"
+    res.duration_s = time.monotonic() - t0
+    return res
+
+
+async def _read_rewards(sandbox: Sandbox) -> dict[str, str]:
+    r = await sandbox.exec(_READ_REWARDS, cwd="/", timeout=30)
+    out: dict[str, str] = {}
+    for line in r.stdout.splitlines():
+        name, _, b64 = line.partition(" ")
+        if name in ("reward.json", "reward.txt"):
+            try:
+                out[name] = base64.b64decode(b64).decode("utf-8", errors="replace")
+            except ValueError:
+                out[name] = ""
+    return out
+
+
+async def run_oracle(sandbox: Sandbox, task: Task, timeout: float | None = None) -> ExecResult:
+    """Runs the reference solution (solution/solve.sh at /solution) as the agent would, then hides it."""
+    if not task.has_solution:
+        raise FileNotFoundError(f"{task.solution_dir}/solve.sh not found")
+    await _mount(sandbox, task.solution_dir, "/solution", "mount_solution")
+    limit = task.agent_timeout_sec if timeout is None else timeout
+    try:
+        return await sandbox.exec("bash /solution/solve.sh", timeout=limit)
+    finally:
+        unmount = getattr(sandbox, "unmount", None)
+        if unmount is not None:
+            await unmount("/solution")
+        else:
+            await sandbox.exec("rm -rf /solution", cwd="/", timeout=30)
