@@ -1,0 +1,1 @@
+from ledger.account import Account, InsufficientFunds

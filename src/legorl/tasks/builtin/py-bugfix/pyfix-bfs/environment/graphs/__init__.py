@@ -1,0 +1,1 @@
+from graphs.search import shortest_path

@@ -1,0 +1,22 @@
+#!/bin/bash
+# Oracle for pyfix-calendar: writes the gold patch's files.
+set -euo pipefail
+cd /app
+mkdir -p -- dates
+cat > dates/calendar.py <<'LEGORL_EOF'
+_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+
+
+def is_leap(year: int) -> bool:
+    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+
+
+def days_in_month(year: int, month: int) -> int:
+    if not 1 <= month <= 12:
+        raise ValueError(f"bad month {month}")
+    return 29 if month == 2 and is_leap(year) else _DAYS[month - 1]
+
+
+def day_of_year(year: int, month: int, day: int) -> int:
+    return sum(days_in_month(year, m) for m in range(1, month)) + day
+LEGORL_EOF

@@ -1,0 +1,2 @@
+from confmerge.merge import deep_merge
+from confmerge.overrides import apply_overrides

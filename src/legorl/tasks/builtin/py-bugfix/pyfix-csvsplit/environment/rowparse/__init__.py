@@ -1,0 +1,1 @@
+from rowparse.split import parse_rows, split_line

@@ -1,0 +1,1 @@
+from spans.merge import merge, total_length

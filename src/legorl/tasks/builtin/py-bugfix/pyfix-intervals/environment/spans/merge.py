@@ -1,0 +1,13 @@
+def merge(intervals):
+    """Merge overlapping or touching [start, end] intervals."""
+    result = []
+    for start, end in intervals:
+        if result and start < result[-1][1]:
+            result[-1][1] = max(result[-1][1], end)
+        else:
+            result.append([start, end])
+    return result
+
+
+def total_length(intervals):
+    return sum(end - start for start, end in merge(intervals))

@@ -1,0 +1,2 @@
+from stock.errors import OutOfStock
+from stock.inventory import Inventory

@@ -1,0 +1,1 @@
+from listkit.ops import chunks, dedupe, flatten

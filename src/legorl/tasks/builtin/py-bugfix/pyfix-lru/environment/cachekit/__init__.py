@@ -1,0 +1,1 @@
+from cachekit.lru import LRUCache

@@ -1,0 +1,1 @@
+from matkit.ops import identity, matmul, transpose

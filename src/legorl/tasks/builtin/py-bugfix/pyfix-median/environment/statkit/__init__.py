@@ -1,0 +1,1 @@
+from statkit.basic import mean, median, variance

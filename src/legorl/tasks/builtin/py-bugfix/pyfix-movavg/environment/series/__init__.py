@@ -1,0 +1,1 @@
+from series.window import moving_average, windows

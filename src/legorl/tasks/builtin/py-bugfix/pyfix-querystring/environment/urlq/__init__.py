@@ -1,0 +1,1 @@
+from urlq.parse import get_one, parse_query

@@ -1,0 +1,1 @@
+from rlecodec.codec import decode, encode

@@ -1,0 +1,1 @@
+from romanum.convert import from_roman, to_roman

@@ -1,0 +1,1 @@
+from rpncalc.evaluate import evaluate

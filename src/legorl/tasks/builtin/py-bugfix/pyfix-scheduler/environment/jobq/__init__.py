@@ -1,0 +1,1 @@
+from jobq.scheduler import Scheduler

@@ -1,0 +1,1 @@
+from verlib.version import compare, max_version, parse

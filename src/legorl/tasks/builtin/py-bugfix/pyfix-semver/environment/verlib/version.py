@@ -1,0 +1,15 @@
+def parse(version: str):
+    """'v1.2.3' -> (1, 2, 3)."""
+    parts = version.strip().lstrip("v").split(".")
+    if len(parts) != 3:
+        raise ValueError(f"not MAJOR.MINOR.PATCH: {version!r}")
+    return tuple(parts)
+
+
+def compare(a: str, b: str) -> int:
+    pa, pb = parse(a), parse(b)
+    return (pa > pb) - (pa < pb)
+
+
+def max_version(versions):
+    return max(versions, key=parse)

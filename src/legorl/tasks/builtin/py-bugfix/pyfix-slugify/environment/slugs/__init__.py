@@ -1,0 +1,1 @@
+from slugs.slug import slugify, unique_slug

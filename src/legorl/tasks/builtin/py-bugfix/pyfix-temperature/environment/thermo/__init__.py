@@ -1,0 +1,1 @@
+from thermo.units import c_to_f, convert, f_to_c

@@ -1,0 +1,1 @@
+from textstats.core import top_words, word_counts, words

@@ -1,0 +1,14 @@
+from textstats import top_words, word_counts, words
+
+def test_punctuation():
+    assert words("Hello, world!") == ["hello", "world"]
+
+def test_top_words():
+    assert top_words("b a b c b a", 2) == ["b", "a"]
+
+
+def test_whitespace_kinds():
+    assert words("one\ntwo\tthree") == ["one", "two", "three"]
+
+def test_counts_multiline():
+    assert word_counts("a b\na") == {"a": 2, "b": 1}

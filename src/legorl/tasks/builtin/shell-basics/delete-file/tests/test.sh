@@ -1,0 +1,11 @@
+#!/bin/bash
+# Verifier for shell-basics/delete-file: reward 1 only if every check passes.
+mkdir -p /logs/verifier
+echo 0 > /logs/verifier/reward.txt
+fail() { echo "FAIL: $*"; exit 1; }
+(
+  cd /app || fail "no /app"
+  [ ! -e trash.txt ] && [ ! -L trash.txt ] || fail 'trash.txt is gone'
+  [ -f keep.txt ] && [ "$(cat keep.txt)" = important ] || fail 'keep.txt has the expected content'
+  echo "all checks passed"
+) && echo 1 > /logs/verifier/reward.txt

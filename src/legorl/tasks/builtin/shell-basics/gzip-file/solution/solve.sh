@@ -1,0 +1,5 @@
+#!/bin/bash
+# Oracle for shell-basics/gzip-file.
+set -euo pipefail
+cd /app
+gzip /app/big.txt

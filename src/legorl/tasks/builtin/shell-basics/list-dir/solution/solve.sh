@@ -1,0 +1,5 @@
+#!/bin/bash
+# Oracle for shell-basics/list-dir.
+set -euo pipefail
+cd /app
+ls /app/docs > /app/listing.txt

@@ -1,0 +1,5 @@
+#!/bin/bash
+# Oracle for shell-basics/make-dir.
+set -euo pipefail
+cd /app
+mkdir /app/data

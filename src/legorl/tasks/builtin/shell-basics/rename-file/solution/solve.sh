@@ -1,0 +1,5 @@
+#!/bin/bash
+# Oracle for shell-basics/rename-file.
+set -euo pipefail
+cd /app
+mv /app/old.txt /app/new.txt

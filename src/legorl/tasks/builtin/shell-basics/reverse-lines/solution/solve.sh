@@ -1,0 +1,5 @@
+#!/bin/bash
+# Oracle for shell-basics/reverse-lines.
+set -euo pipefail
+cd /app
+tac /app/steps.txt > /app/reversed.txt

@@ -1,0 +1,5 @@
+#!/bin/bash
+# Oracle for shell-basics/sort-lines.
+set -euo pipefail
+cd /app
+sort /app/names.txt > /app/sorted.txt

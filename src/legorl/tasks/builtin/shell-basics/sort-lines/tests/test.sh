@@ -1,0 +1,13 @@
+#!/bin/bash
+# Verifier for shell-basics/sort-lines: reward 1 only if every check passes.
+mkdir -p /logs/verifier
+echo 0 > /logs/verifier/reward.txt
+fail() { echo "FAIL: $*"; exit 1; }
+(
+  cd /app || fail "no /app"
+  [ -f sorted.txt ] && [ "$(cat sorted.txt)" = 'alice
+bob
+charlie
+dave' ] || fail 'sorted.txt has the expected content'
+  echo "all checks passed"
+) && echo 1 > /logs/verifier/reward.txt

@@ -1,0 +1,5 @@
+#!/bin/bash
+# Oracle for shell-basics/symlink.
+set -euo pipefail
+cd /app
+ln -s /app/target.txt /app/link.txt

@@ -1,0 +1,5 @@
+#!/bin/bash
+# Oracle for shell-basics/write-path.
+set -euo pipefail
+cd /app
+pwd > /app/where.txt
