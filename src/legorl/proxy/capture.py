@@ -1,0 +1,206 @@
+"""One call through the proxy: plan tokens -> generate -> cut at stop strings -> parse -> commit.
+
+Nothing is written to a branch before the engine answers, so a refused or failed call leaves the
+session exactly as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Literal
+
+from legorl.proxy.config import ProxyConfig
+from legorl.proxy.errors import ContextOverflow, ProxyError
+from legorl.proxy.messages import ChatRequest, Message, ToolCall, validate_tool_results
+from legorl.proxy.parsers import ParseResult
+from legorl.proxy.planner import Plan, plan_call
+from legorl.proxy.render import ChatRenderer
+from legorl.proxy.session import Session
+from legorl.serving.manager import ServerManager
+from legorl.serving.types import (
+    ContextLengthError,
+    EngineClosedError,
+    EngineError,
+    GenerateRequest,
+    InvalidRequestError,
+    SamplingParams,
+    TokenOutput,
+)
+
+Finish = Literal["stop", "length", "tool_calls", "stop_sequence"]
+
+
+@dataclass
+class CallResult:
+    content: str
+    tool_calls: list[ToolCall]
+    finish: Finish
+    stop_sequence: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+
+class Capture:
+    def __init__(self, manager: ServerManager, renderer: ChatRenderer, config: ProxyConfig):
+        self.manager = manager
+        self.renderer = renderer
+        self.config = config
+
+    async def call(self, session: Session, req: ChatRequest) -> CallResult:
+        session.counters.calls += 1
+        self._validate(req)
+        plan = await self._plan(session, req)
+        key = id(plan.branch)
+        if plan.kind != "new":
+            session.busy[key] = asyncio.Event()
+        try:
+            return await self._run(session, req, plan)
+        finally:
+            ev = session.busy.pop(key, None)
+            if ev is not None:
+                ev.set()
+
+    @staticmethod
+    def _validate(req: ChatRequest) -> None:
+        if not req.messages:
+            raise ProxyError(400, "messages must not be empty", param="messages")
+        if req.messages[-1].role == "assistant":
+            raise ProxyError(400, "the last message is from the assistant: prefill is not supported")
+        err = validate_tool_results(req.messages)
+        if err:
+            raise ProxyError(400, err, param="messages")
+
+    async def _plan(self, session: Session, req: ChatRequest) -> Plan:
+        """Plan against the current branches; wait while the target branch has a call in flight."""
+        while True:
+            plan = plan_call(self.renderer, session.branches, req.messages, req.tools)
+            ev = session.busy.get(id(plan.branch)) if plan.kind != "new" else None
+            if ev is None:
+                return plan
+            await ev.wait()
+            if session.closed:
+                raise ProxyError(404, "session closed")
+
+    def _sampling(self, session: Session, req: ChatRequest, prompt_len: int) -> SamplingParams:
+        window = self.manager.max_model_len
+        room = window - prompt_len
+        max_tokens = req.max_tokens if req.max_tokens is not None else min(self.config.default_max_tokens, room)
+        if max_tokens < 1 or prompt_len + max_tokens > window:
+            session.context_overflow = True
+            session.counters.context_overflows += 1
+            raise ContextOverflow(
+                f"prompt is too long: {prompt_len} tokens + max_tokens {max(max_tokens, 0)} > {window} maximum "
+                f"(the model's context window)",
+                prompt_len, window,
+            )
+        stops = [] if req.ignore_eos else list(self.renderer.stop_ids)
+        sp = SamplingParams(req.temperature, req.top_p, req.top_k, max_tokens, stops, req.seed)
+        try:
+            sp.validate()
+        except InvalidRequestError as exc:
+            raise ProxyError(400, str(exc)) from exc
+        return sp
+
+    async def _run(self, session: Session, req: ChatRequest, plan: Plan) -> CallResult:
+        prompt = plan.prompt_ids
+        sp = self._sampling(session, req, len(prompt))
+        greq = GenerateRequest(prompt, sp, session_id=session.id, return_routed_experts=self.config.capture_routing)
+        recompute = plan.kind == "rewrite" and self.config.recompute_on_rewrite and bool(plan.new_ids)
+        session.inflight.add(greq.request_id)
+        try:
+            if recompute:
+                temp = sp.temperature if sp.temperature > 0 else 1.0
+                out, lps = await asyncio.gather(
+                    self.manager.generate(greq), self.manager.prompt_logprobs(prompt, session.id, temp)
+                )
+            else:
+                out, lps = await self.manager.generate(greq), None
+        except ContextLengthError as exc:
+            session.context_overflow = True
+            session.counters.context_overflows += 1
+            raise ContextOverflow(f"prompt is too long: {exc}", exc.prompt_tokens, exc.limit) from exc
+        except InvalidRequestError as exc:
+            raise ProxyError(400, str(exc)) from exc
+        except EngineClosedError as exc:
+            raise ProxyError(503, f"the inference engine is shut down: {exc}") from exc
+        except EngineError as exc:
+            raise ProxyError(500, f"inference failed: {exc}") from exc
+        finally:
+            session.inflight.discard(greq.request_id)
+        if session.closed or out.finish_reason == "abort":
+            session.counters.aborted += 1
+            raise ProxyError(503 if not session.closed else 404, "the generation was aborted")
+        return self._commit(session, req, plan, out, lps)
+
+    def _cut(self, req: ChatRequest, out: TokenOutput) -> tuple[list[int], str, int | None, str | None]:
+        """(kept ids, reply text, stop token id the model ended with, stop string hit)."""
+        ids = out.token_ids
+        stop_id = ids[-1] if out.finish_reason == "stop" and ids and ids[-1] in self.renderer.stop_ids else None
+        text_ids = ids[:-1] if stop_id is not None else ids
+        text = self.renderer.decode(text_ids)
+        hits = [(text.find(s), s) for s in req.stop if s and s in text]
+        if not hits:
+            return ids, text, stop_id, None
+        pos, hit = min(hits)
+        lo, hi = 1, len(text_ids)  # smallest prefix whose text contains the stop string
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if hit in self.renderer.decode(text_ids[:mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        return text_ids[:lo], text[:pos], None, hit
+
+    def _commit(
+        self, session: Session, req: ChatRequest, plan: Plan, out: TokenOutput, lps: list[float | None] | None
+    ) -> CallResult:
+        kept, text, stop_id, hit = self._cut(req, out)
+        parsed = (
+            self.renderer.parser.parse(text, req.tools) if req.tools and req.tool_choice != "none" else ParseResult(text)
+        )
+        c, b = session.counters, plan.branch
+        if plan.kind == "new":
+            b.index, b.kind = len(session.branches), ("main" if not session.branches else "sub")
+            session.branches.append(b)
+            c.new_branches += 1
+        elif plan.kind == "rewrite":
+            c.rewrites += 1
+            c.dropped_tokens += b.truncate(plan.fork)
+        else:
+            c.extensions += 1
+        c.boundary_mismatches += not plan.boundary_exact
+        n = len(plan.new_ids)
+        if lps is not None:
+            b.recomputed.append((plan.fork, plan.fork + n))
+            c.recomputed_tokens += n
+            b.append(plan.new_ids, 0, list(lps[plan.fork : plan.fork + n]), self.manager.weight_version)
+        else:
+            b.append(plan.new_ids, 0, [None] * n, -1)
+        b.add_routing(0, out.prompt_routed_experts)
+        start = len(b.ids)
+        if out.routed_experts is not None:
+            b.add_routing(start - 1, out.routed_experts[: len(kept)])
+        b.append(kept, 1, list(out.logprobs[: len(kept)]), out.weight_version)
+        b.checkpoints.update(plan.checkpoints)
+        reply = Message("assistant", parsed.content, parsed.tool_calls)
+        b.messages = [*plan.messages, reply]
+        b.last_prompt_text = plan.prompt_text
+        b.reply_stop_id = stop_id
+        b.calls += 1
+        c.tool_calls += len(parsed.tool_calls)
+        c.tool_parse_failures += parsed.failures
+        c.prompt_tokens += len(plan.prompt_ids)
+        c.completion_tokens += len(kept)
+        c.cached_prompt_tokens += out.cached_prompt_tokens
+        finish: Finish = "tool_calls" if parsed.tool_calls else "stop_sequence" if hit else (
+            "length" if out.finish_reason == "length" and stop_id is None else "stop"
+        )
+        return CallResult(
+            parsed.content, parsed.tool_calls, finish, hit, len(plan.prompt_ids), len(kept),
+            out.cached_prompt_tokens, kept, list(out.logprobs[: len(kept)]),
+        )
+

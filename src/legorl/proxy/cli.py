@@ -1,0 +1,81 @@
+"""`legorl serve`: the embedded engine + proxy as a standalone server (torch is imported lazily)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+async def run_server(
+    model: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    trajectories: Path | None = None,
+    tool_parser: str = "hermes",
+    kv_budget_tokens: int = 65536,
+    ready: asyncio.Future | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve until `stop` is set (or SIGINT/SIGTERM); closing writes every open session's trajectory."""
+    from legorl.models.chat import load_tokenizer
+    from legorl.models.store import resolve_model
+    from legorl.proxy.config import ProxyConfig
+    from legorl.proxy.server import ProxyServer
+    from legorl.serving.embedded import EmbeddedEngine
+    from legorl.serving.manager import SingleReplicaManager
+
+    path = resolve_model(model)
+    engine = EmbeddedEngine.from_pretrained(path, kv_budget_tokens=kv_budget_tokens, seed=0)
+    await engine.start()
+    config = ProxyConfig(
+        host=host, port=port, tool_parser=tool_parser, model_name=Path(str(model)).name,
+        trajectories_dir=trajectories, management_routes=True, bare_routes=True,
+    )
+    proxy = ProxyServer(SingleReplicaManager(engine, engine.max_model_len), load_tokenizer(path), config)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / platform
+            pass
+    try:
+        await proxy.start()
+        print(f"legorl serve: model {model} on {proxy.url}", flush=True)
+        print(f"  sessions:  POST {proxy.url}/sessions  ->  session_id, openai_base_url, anthropic_base_url",
+              flush=True)
+        print(f"  OpenAI:    {proxy.url}/v1   (X-Session-ID header, or a new session per request)", flush=True)
+        print(f"  Anthropic: {proxy.url}      (same)", flush=True)
+        if ready is not None and not ready.done():
+            ready.set_result(proxy.url)
+        await stop.wait()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        await proxy.close()
+        await engine.close()
+        print("legorl serve: stopped", flush=True)
+
+
+def register(app: Any) -> None:
+    @app.command("serve")
+    def serve(
+        model: str = typer.Option("smollm2-135m-instruct", "--model", help="registered name or HF model dir"),
+        host: str = typer.Option("127.0.0.1", "--host"),
+        port: int = typer.Option(0, "--port", help="0: pick a free port"),
+        trajectories: Path | None = typer.Option(None, "--trajectories", help="write <DIR>/<session>/proxy_trajectory.json"),
+        tool_parser: str = typer.Option("hermes", "--tool-parser"),
+        kv_budget_tokens: int = typer.Option(65536, "--kv-budget-tokens"),
+    ) -> None:
+        """Run the embedded engine behind the OpenAI / Anthropic proxy until Ctrl-C."""
+        from legorl.proxy.parsers import available_parsers
+
+        if tool_parser not in available_parsers():
+            raise typer.BadParameter(f"unknown tool parser; available: {', '.join(available_parsers())}")
+        asyncio.run(run_server(model, host, port, trajectories, tool_parser, kv_budget_tokens))

@@ -1,0 +1,126 @@
+"""Turn one incoming history into engine prompt ids against a session's branches.
+
+Rule (see docs/proxy.md):
+1. extension: the history starts with everything a branch holds (its messages + the reply we sent,
+   compared as `Message.key`), same tools -> append only the new text's tokens to that branch;
+2. rewrite: otherwise a branch with the same anchor (system prompt, tools, first non-system message)
+   -> fork at the last checkpoint inside the shared message prefix, re-tokenize from there; those
+   tokens are rescored with `prompt_logprobs` and the cut-off tail is kept in `superseded`;
+3. else a new branch (sub-agent, title generator, a compaction that replaced the whole history).
+
+New text after a reply: the template's text after the end-of-turn token the model emitted (e.g. "\\n")
++ the new messages + the generation prompt, taken as the difference between one-shot renders, so the
+branch decodes to the one-shot render of the whole conversation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from legorl.proxy.accumulator import Branch
+from legorl.proxy.messages import Message, ToolSpec, tools_fingerprint
+from legorl.proxy.render import ChatRenderer
+
+PlanKind = Literal["extend", "rewrite", "new"]
+
+
+@dataclass
+class Plan:
+    kind: PlanKind
+    branch: Branch  # for "new": not yet attached to the session
+    fork: int  # branch tokens [0, fork) are kept
+    new_ids: list[int]
+    prompt_text: str
+    messages: list[Message]
+    checkpoints: dict[int, int] = field(default_factory=dict)
+    boundary_exact: bool = True
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.branch.ids[: self.fork] + self.new_ids
+
+
+def anchor_of(messages: list[Message], tools_fp: str) -> tuple:
+    system = messages[0].content if messages and messages[0].role == "system" else None
+    first = next((m.key for m in messages if m.role != "system"), None)
+    return (system, tools_fp, first)
+
+
+def shared_prefix(a: list[Message], b: list[Message]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x.key != y.key:
+            break
+        n += 1
+    return n
+
+
+def plan_call(
+    renderer: ChatRenderer, branches: list[Branch], messages: list[Message], tools: list[ToolSpec]
+) -> Plan:
+    fp = tools_fingerprint(tools)
+    full = renderer.render(messages, tools, add_generation_prompt=True)
+    best: Branch | None = None
+    for b in branches:
+        n = len(b.messages)
+        longer = best is None or n > len(best.messages)
+        if longer and b.tools_fp == fp and 0 < n < len(messages) and shared_prefix(messages, b.messages) == n:
+            best = b
+    if best is not None:
+        plan = _extend(renderer, best, messages, tools, full)
+        if plan is not None:
+            return plan
+    anchor = anchor_of(messages, fp)
+    same = [b for b in branches if b.anchor == anchor]
+    if same:
+        b = max(same, key=lambda x: shared_prefix(messages, x.messages))
+        return _rewrite(renderer, b, messages, tools, full, shared_prefix(messages, b.messages))
+    kind = "main" if not branches else "sub"
+    branch = Branch(index=len(branches), kind=kind, anchor=anchor, tools=tools, tools_fp=fp)
+    return Plan("new", branch, 0, renderer.encode(full), full, messages)
+
+
+def _extend(
+    renderer: ChatRenderer, b: Branch, messages: list[Message], tools: list[ToolSpec], full: str
+) -> Plan | None:
+    """Append-only plan, or None when the template output does not line up (then: rewrite)."""
+    s = len(b.messages)
+    base = renderer.render(messages[:s], tools, add_generation_prompt=False)
+    if not (base.startswith(b.last_prompt_text) and full.startswith(base)):
+        return None
+    region = base[len(b.last_prompt_text) :]  # the reply as the template renders it, + turn end
+    if b.reply_stop_id is not None:
+        stop_text = renderer.stop_texts.get(b.reply_stop_id) or renderer.decode([b.reply_stop_id])
+        idx = region.rfind(stop_text)
+        if idx < 0:
+            return None
+        tail = region[idx + len(stop_text) :]
+    else:  # the model did not close its turn: the template's turn end is new context
+        hits = [region.rfind(t) for t in renderer.stop_texts.values()]
+        idx = max(hits, default=-1)
+        tail = region[idx:] if idx >= 0 else ""
+    rest = full[len(base) :]
+    exact = renderer.join_exact(b.ids, tail + rest)
+    tail_ids = renderer.encode(tail)
+    if not tail or renderer.ends_special(tail) or renderer.starts_special(rest):
+        new_ids = tail_ids + renderer.encode(rest)
+        checkpoints = {s: len(b.ids) + len(tail_ids)}
+    else:
+        new_ids = renderer.encode(tail + rest)
+        same = new_ids[: len(tail_ids)] == tail_ids
+        checkpoints = {s: len(b.ids) + len(tail_ids)} if same else {}
+    return Plan("extend", b, len(b.ids), new_ids, full, messages, checkpoints, exact)
+
+
+def _rewrite(
+    renderer: ChatRenderer, b: Branch, messages: list[Message], tools: list[ToolSpec], full: str, shared: int
+) -> Plan:
+    k = max(c for c in b.checkpoints if c <= shared)
+    base = renderer.render(messages[:k], tools, add_generation_prompt=False) if k else ""
+    if not full.startswith(base):
+        k, base = 0, ""
+    fork = b.checkpoints[k]
+    new_ids = renderer.encode(full[len(base) :])
+    exact = renderer.join_exact(b.ids[:fork], full[len(base) :])
+    return Plan("rewrite", b, fork, new_ids, full, messages, {}, exact)

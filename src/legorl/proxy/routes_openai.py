@@ -1,0 +1,97 @@
+"""`POST .../v1/chat/completions`: OpenAI chat completions (JSON or SSE chunks + `data: [DONE]`)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+from aiohttp import web
+
+from legorl.proxy.capture import CallResult
+from legorl.proxy.schemas_openai import ChatCompletionRequest, to_chat_request
+from legorl.proxy.sse import chunks, event, send_stream
+
+_FINISH = {"stop": "stop", "stop_sequence": "stop", "length": "length", "tool_calls": "tool_calls"}
+
+
+def _usage(r: CallResult) -> dict[str, Any]:
+    return {
+        "prompt_tokens": r.prompt_tokens,
+        "completion_tokens": r.completion_tokens,
+        "total_tokens": r.prompt_tokens + r.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": r.cached_tokens},
+    }
+
+
+def _tool_calls(r: CallResult) -> list[dict[str, Any]]:
+    return [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json()}}
+        for c in r.tool_calls
+    ]
+
+
+def _logprobs(r: CallResult, decode) -> dict[str, Any]:
+    content = []
+    for tid, lp in zip(r.token_ids, r.logprobs, strict=False):
+        tok = decode([tid])
+        content.append({"token": tok, "logprob": lp, "bytes": list(tok.encode()), "top_logprobs": []})
+    return {"content": content}
+
+
+def completion_body(r: CallResult, model: str, want_logprobs: bool, decode) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": r.content or (None if r.tool_calls else "")}
+    if r.tool_calls:
+        message["tool_calls"] = _tool_calls(r)
+    return {
+        "id": "chatcmpl-" + secrets.token_hex(12),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": _logprobs(r, decode) if want_logprobs else None,
+                "finish_reason": _FINISH[r.finish],
+            }
+        ],
+        "usage": _usage(r),
+    }
+
+
+def stream_events(r: CallResult, model: str, include_usage: bool) -> list[str]:
+    base = {"id": "chatcmpl-" + secrets.token_hex(12), "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        body = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        if include_usage:
+            body["usage"] = None
+        return event(body)
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({"content": piece}) for piece in chunks(r.content)]
+    for i, c in enumerate(r.tool_calls):
+        head = {"index": i, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
+        out.append(chunk({"tool_calls": [head]}))
+        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in chunks(c.arguments_json())]
+    out.append(chunk({}, _FINISH[r.finish]))
+    if include_usage:
+        out.append(event({**base, "choices": [], "usage": _usage(r)}))
+    out.append(event("[DONE]"))
+    return out
+
+
+async def chat_completions(server, request: web.Request, session) -> web.StreamResponse:
+    body = await server.read_body(request)
+    req = ChatCompletionRequest.model_validate_json(body)
+    chat = to_chat_request(req)
+    result = await server.capture.call(session, chat)
+    model = req.model or server.config.model_name
+    if req.stream:
+        include = bool(req.stream_options and req.stream_options.include_usage)
+        return await send_stream(request, stream_events(result, model, include))
+    payload = completion_body(result, model, bool(req.logprobs), server.renderer.decode)
+    return web.Response(text=json.dumps(payload, ensure_ascii=False), content_type="application/json")

@@ -1,0 +1,53 @@
+"""A proxy session: one trial's conversations (branches), counters and in-flight calls."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from legorl.proxy.accumulator import Branch
+from legorl.proxy.record import Counters, SessionRecord
+
+
+@dataclass
+class Session:
+    id: str
+    base_url: str  # http://host:port/sess/<id>
+    model: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    branches: list[Branch] = field(default_factory=list)
+    counters: Counters = field(default_factory=Counters)
+    context_overflow: bool = False
+    closed: bool = False
+    opened_at: float = field(default_factory=time.time)
+    closed_at: float = 0.0
+    busy: dict[int, asyncio.Event] = field(default_factory=dict)  # id(branch) -> set when its call commits
+    inflight: set[str] = field(default_factory=set)  # engine request ids
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.base_url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.base_url
+
+    def record(self) -> SessionRecord:
+        return SessionRecord(
+            session_id=self.id,
+            model=self.model,
+            branches=[b.to_record() for b in self.branches],
+            counters=self.counters,
+            context_overflow=self.context_overflow,
+            opened_at=self.opened_at,
+            closed_at=self.closed_at,
+            metadata=dict(self.metadata),
+        )
+
+
+def new_session_id() -> str:
+    """Unguessable: the session URL is the only credential a sandboxed scaffold holds."""
+    return secrets.token_urlsafe(24)
