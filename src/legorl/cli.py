@@ -23,13 +23,7 @@ def _register_optional() -> None:
     """Attach sub-command groups whose layers exist (each layer owns its own `cli.py`)."""
     import importlib
 
-    for module, name in [
-        ("legorl.tasks.cli", "tasks"),
-        ("legorl.proxy.cli", "serve"),
-        ("legorl.workers.cli", "eval"),
-        ("legorl.train.cli", "train"),
-        ("legorl.ops.cli", "ops"),
-    ]:
+    for module in ["legorl.tasks.cli", "legorl.proxy.cli", "legorl.workers.cli", "legorl.train.cli", "legorl.ops.cli"]:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

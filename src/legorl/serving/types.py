@@ -48,6 +48,7 @@ class SamplingParams:
     max_tokens: int = 256
     stop_token_ids: list[int] = field(default_factory=list)
     seed: int | None = None
+    ignore_eos: bool = False  # keep generating past the model's EOS (benchmarks, fixed-length probes)
 
     def validate(self) -> None:
         if not isinstance(self.max_tokens, int) or self.max_tokens < 1:

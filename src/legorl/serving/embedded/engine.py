@@ -58,9 +58,12 @@ class EmbeddedEngine:
         prefill_chunk: int = 512,
         seed: int = 0,
         eos_token_ids: list[int] | None = None,
+        enable_prefix_caching: bool = True,
+        num_threads: int | None = None,
         name: str = "embedded",
     ):
         self.model = model.eval()
+        self.num_threads = num_threads or torch.get_num_threads()
         self.name = name
         cfg = model.config
         self.vocab_size = int(cfg.vocab_size)
@@ -68,6 +71,7 @@ class EmbeddedEngine:
         self.max_model_len = min(window, max_model_len) if max_model_len else window
         self.max_num_seqs = max_num_seqs
         self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
         if eos_token_ids is None:
             eos = getattr(cfg, "eos_token_id", None)
             eos_token_ids = [eos] if isinstance(eos, int) else list(eos or [])
@@ -240,6 +244,8 @@ class EmbeddedEngine:
     # -- engine thread ----------------------------------------------------------------------------
     def _loop(self) -> None:
         torch.set_grad_enabled(False)
+        # (re)binding the intra-op pool from this thread measurably speeds up its forwards
+        torch.set_num_threads(self.num_threads)
         while True:
             try:
                 if not self._drain():
@@ -320,7 +326,7 @@ class EmbeddedEngine:
     def _admit(self, seq: Sequence) -> bool:
         pool, bs, tokens = self.pool, self.block_size, seq.tokens
         hashes = chain_hashes(tokens, bs, self._root())
-        matched = pool.match(hashes[: (len(tokens) - 1) // bs])
+        matched = pool.match(hashes[: (len(tokens) - 1) // bs]) if self.enable_prefix_caching else []
         for b in matched:
             pool.acquire(b)
         need = -(-len(tokens) // bs) - len(matched)
@@ -345,8 +351,9 @@ class EmbeddedEngine:
         if routing is not None and pool.routing is not None:
             pool.routing[pool.slots(seq.blocks, start, len(tokens))] = routing
         seq.add_routing(start, routing)
-        for i in range(len(matched), len(tokens) // bs):
-            pool.register(seq.blocks[i], hashes[i])
+        if self.enable_prefix_caching:
+            for i in range(len(matched), len(tokens) // bs):
+                pool.register(seq.blocks[i], hashes[i])
         seq.hashes = hashes[: len(tokens) // bs]
         seq.num_computed = len(tokens)
         self._running.append(seq)
@@ -394,7 +401,8 @@ class EmbeddedEngine:
                 parent = s.hashes[-1] if s.hashes else self._root()
                 h = chain_hashes(s.tokens[idx * bs : s.num_computed], bs, parent)[0]
                 s.hashes.append(h)
-                pool.register(s.blocks[idx], h)
+                if self.enable_prefix_caching:
+                    pool.register(s.blocks[idx], h)
         self._sample(seqs, logits)
 
     def _sample(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
@@ -406,7 +414,7 @@ class EmbeddedEngine:
             s.t_first = s.t_first or now
             self._counters["generated"] += 1
             sp = s.request.sampling
-            if t in sp.stop_token_ids or t in self.eos_token_ids:
+            if t in sp.stop_token_ids or (t in self.eos_token_ids and not sp.ignore_eos):
                 self._finish(s, "stop")
             elif s.num_generated >= sp.max_tokens or len(s.tokens) >= self.max_model_len:
                 self._finish(s, "length")
