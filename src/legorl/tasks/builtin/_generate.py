@@ -20,8 +20,9 @@ from _shell_specs import SPECS, Spec  # noqa: E402
 
 from legorl.tasks.convert import convert_records  # noqa: E402
 
-APT_PYTHON = ("RUN apt-get update && apt-get install -y --no-install-recommends python3 \\\n"
-              "    && rm -rf /var/lib/apt/lists/*\n")
+# Guarded: a no-op where python3 exists (the local backend runs RUN lines offline on the host).
+APT_PYTHON = ("RUN command -v python3 >/dev/null || (apt-get update \\\n"
+              "    && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*)\n")
 
 
 def _dockerfile(spec: Spec) -> str:
