@@ -80,7 +80,9 @@ class BwrapSpec:
 
     def argv(self, cmd: list[str], cwd: str, env: dict[str, str]) -> list[str]:
         a = [self.bwrap, "--unshare-user", "--uid", str(self.uid), "--gid", str(self.gid)]
-        a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        # --as-pid-1: the command is the namespace's init. With bwrap's own init instead, bwrap exits
+        # without reaping it, and every exec leaves a zombie that counts against RLIMIT_NPROC.
+        a += ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network:
             a.append("--unshare-net")
         a += ["--die-with-parent", "--new-session", "--hostname", self.hostname]

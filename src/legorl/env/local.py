@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import fcntl
 import logging
 import os
 import re
@@ -33,27 +34,38 @@ DOWNLOAD_CAP = 1 << 30  # a download larger than this is refused rather than hel
 
 
 class _UidPool:
-    """Distinct uids per live trial: RLIMIT_NPROC is per uid, and file modes then separate trials."""
+    """Distinct uids per live trial, across processes: RLIMIT_NPROC is per uid, and file modes then
+    separate trials. A uid is held by an flock on a file, released on stop or when the process dies."""
 
     def __init__(self, base: int = 61000, size: int = 1000) -> None:
         self.base, self.size = base, size
-        self._used: set[int] = set()
+        self._held: dict[int, int] = {}  # uid -> fd of its lock file
         self._lock = threading.Lock()
-        self._next = 0
+        self._next = os.getpid() % size  # processes start at different offsets: fewer collisions
 
-    def take(self) -> int:
+    def take(self, lock_dir: Path) -> int:
+        lock_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             for _ in range(self.size):
                 uid = self.base + self._next
                 self._next = (self._next + 1) % self.size
-                if uid not in self._used:
-                    self._used.add(uid)
-                    return uid
+                if uid in self._held:
+                    continue
+                fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    os.close(fd)
+                    continue
+                self._held[uid] = fd
+                return uid
         raise SandboxError(f"all {self.size} sandbox uids from {self.base} are in use")
 
     def give(self, uid: int) -> None:
         with self._lock:
-            self._used.discard(uid)
+            fd = self._held.pop(uid, None)
+        if fd is not None:
+            os.close(fd)
 
 
 UIDS = _UidPool()
@@ -124,7 +136,7 @@ class LocalSandbox:
         if self._uid_opt is not None:
             self.uid = self._uid_opt
         elif root_user:
-            self.uid, self._pooled_uid = UIDS.take(), True
+            self.uid, self._pooled_uid = UIDS.take(Path(tempfile.gettempdir()) / "legorl-uids"), True
         else:
             self.uid = os.getuid()
         self.gid = self.uid if root_user else os.getgid()
@@ -195,6 +207,13 @@ class LocalSandbox:
 
     async def stop(self) -> None:
         """Kills whatever the trial left running and removes every trace on the host. Idempotent."""
+        live = list(self._live)
+        for pid in live:
+            procs.kill_namespace(pid)
+        for _ in range(200):  # the exec calls reap their bwrap as it exits
+            if not self._live:
+                break
+            await asyncio.sleep(0.01)
         for pid in list(self._live):
             procs._kill_group(pid)
         self._live.clear()

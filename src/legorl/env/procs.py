@@ -89,6 +89,23 @@ def _make_preexec(spec: SpawnSpec) -> Callable[[], None]:
     return preexec
 
 
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    with contextlib.suppress(OSError, ValueError):
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                out += [int(x) for x in f.read().split()]
+    return out
+
+
+def kill_namespace(pid: int) -> None:
+    """Kills bwrap's namespace init (the kernel then kills every process in the namespace) and lets
+    bwrap itself exit and be reaped normally; SIGKILLing bwrap first would orphan the init as a zombie."""
+    for child in _children(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGKILL)
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -142,7 +159,11 @@ async def run(
         await asyncio.wait_for(asyncio.shield(task), timeout)
     except TimeoutError:
         timed_out = True
-        _kill_group(proc.pid)
+        kill_namespace(proc.pid)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 2)
+        except TimeoutError:
+            _kill_group(proc.pid)  # bwrap did not exit with its namespace: take the whole group
         try:
             await asyncio.wait_for(asyncio.shield(task), 10)
         except TimeoutError:
@@ -150,6 +171,7 @@ async def run(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
     except asyncio.CancelledError:
+        kill_namespace(proc.pid)
         _kill_group(proc.pid)
         task.cancel()
         raise

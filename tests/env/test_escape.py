@@ -1,0 +1,170 @@
+"""Escape attempts against the local sandbox: each is contained, ends with a clear outcome, and
+leaves the host and a neighbouring trial unaffected."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from legorl.env.cgroups import layout
+from legorl.env.local import LocalSandbox
+from legorl.tasks.model import TaskLimits
+
+pytestmark = pytest.mark.skipif(not os.access("/usr/bin/bwrap", os.X_OK), reason="bubblewrap not installed")
+
+
+def uid_processes(uid: int) -> list[int]:
+    """Host pids running as `uid` (the sandbox's uid is its own; anything left is a leak)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                for line in (d / "status").read_text().splitlines():
+                    if line.startswith("Uid:") and int(line.split()[1]) == uid:
+                        out.append(int(d.name))
+            except (OSError, ValueError):
+                pass
+    return out
+
+
+async def test_network_is_unreachable(make_task, sandbox_root: Path) -> None:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.setblocking(False)
+    port = srv.getsockname()[1]
+    try:
+        async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
+            r = await sb.exec(f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED", timeout=10)
+            assert r.exit_code != 0 and "CONNECTED" not in r.stdout, r
+            r = await sb.exec("cat /sys/class/net/*/operstate 2>/dev/null; ls /sys/class/net 2>/dev/null")
+            assert "eth" not in r.stdout
+        with pytest.raises(BlockingIOError):
+            srv.accept()  # nothing ever reached the host listener
+        # The task's allow_internet switch is what opens it (checked on loopback only).
+        task = make_task(limits=TaskLimits(allow_internet=True, memory_mb=512))
+        async with LocalSandbox(task, root_dir=sandbox_root) as sb:
+            r = await sb.exec(f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED", timeout=10)
+            assert "CONNECTED" in r.stdout, r
+    finally:
+        srv.close()
+
+
+async def test_writes_outside_workdir_fail(make_task, sandbox_root: Path, tmp_path: Path) -> None:
+    task = make_task(files={"f": "x"})
+    host_probe = sandbox_root.parent / f"{sandbox_root.name}-probe"
+    async with LocalSandbox(task, root_dir=sandbox_root) as sb:
+        for target in ("/usr/evil", "/etc/evil", "/evil", "/bin/evil", "/proc/sys/kernel/evil"):
+            r = await sb.exec(f"echo x > {target}")
+            assert r.exit_code != 0, (target, r)
+        # Host paths do not exist inside; writing there lands in the trial's own dirs at most.
+        for target in (host_probe, task.environment_dir / "f", tmp_path / "evil"):
+            await sb.exec(f"mkdir -p {Path(target).parent} 2>/dev/null; echo pwned > {target}")
+        r = await sb.exec("mount -o remount,rw /usr 2>&1; touch /usr/x")
+        assert r.exit_code != 0
+    assert not host_probe.exists()
+    assert (task.environment_dir / "f").read_text() == "x"
+    assert not (tmp_path / "evil").exists()
+    assert not Path("/usr/evil").exists() and not Path("/evil").exists()
+
+
+async def test_cannot_read_another_trials_workdir(make_task, sandbox_root: Path) -> None:
+    task = make_task()
+    async with LocalSandbox(task, root_dir=sandbox_root) as a, LocalSandbox(task, root_dir=sandbox_root) as b:
+        assert (await a.exec("echo TOPSECRET-A > /app/secret && echo s > /tmp/s")).ok
+        other = a.binds["/app"]
+        r = await b.exec(f"cat {other}/secret; cat /app/secret; ls {sandbox_root}; cat /tmp/s")
+        assert "TOPSECRET-A" not in r.stdout and r.exit_code != 0
+        r = await b.exec(
+            "grep -rs TOPSECRET-A /app /tmp /home /logs /proc/*/cwd/ 2>/dev/null; true", timeout=20
+        )
+        assert "TOPSECRET-A" not in r.stdout
+        assert a.uid != b.uid  # distinct uids: even a leaked path would be unreadable (0700 dirs)
+
+
+async def test_fork_bomb_is_contained(make_task, sandbox_root: Path) -> None:
+    task = make_task()
+    async with (
+        LocalSandbox(task, root_dir=sandbox_root, pids_max=64) as bomb,
+        LocalSandbox(task, root_dir=sandbox_root) as neighbour,
+    ):
+        t0 = time.monotonic()
+        run = asyncio.ensure_future(bomb.exec("bomb() { bomb | bomb & }; bomb; sleep 30", timeout=3))
+        await asyncio.sleep(0.5)
+        assert (await neighbour.exec("echo alive", timeout=10)).stdout == "alive\n"
+        r = await run
+        assert r.timed_out and r.exit_code == 124
+        assert time.monotonic() - t0 < 20
+        assert (await bomb.exec("echo still-usable", timeout=10)).stdout == "still-usable\n"
+        uid = bomb.uid
+    left = uid_processes(uid)
+    assert left == [], [(Path(f"/proc/{p}/stat").read_text()) for p in left]
+
+
+async def test_memory_bomb_is_killed(make_task, sandbox_root: Path) -> None:
+    task = make_task(limits=TaskLimits(memory_mb=128))
+    bomb = "python3 -c 'a = []\nwhile True: a.append(bytearray(16 * 2**20))'"
+    async with LocalSandbox(task, root_dir=sandbox_root) as sb:
+        r = await sb.exec(bomb, timeout=30)
+        assert r.exit_code != 0 and not r.timed_out, r
+        if "memory" in (sb.cgroup.dirs if sb.cgroup else {}):
+            assert r.oom_killed and r.exit_code == 137 and "OOM" in r.stderr
+        assert (await sb.exec("echo ok")).stdout == "ok\n"
+    # Without a memory cgroup the RLIMIT_AS backstop stops it (MemoryError), not the host.
+    async with LocalSandbox(task, root_dir=sandbox_root, use_cgroups=False) as sb:
+        r = await sb.exec(bomb, timeout=30)
+        assert r.exit_code != 0 and not r.timed_out
+        assert "MemoryError" in r.stderr or r.exit_code == 137, r
+
+
+async def test_infinite_loop_times_out(make_task, sandbox_root: Path) -> None:
+    async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
+        t0 = time.monotonic()
+        r = await sb.exec("while :; do :; done", timeout=1)
+        assert r.timed_out and r.exit_code == 124 and not r.ok
+        assert time.monotonic() - t0 < 8
+        assert (await sb.exec("echo next")).stdout == "next\n"
+
+
+async def test_background_process_does_not_survive(make_task, sandbox_root: Path) -> None:
+    async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
+        uid = sb.uid
+        t0 = time.monotonic()
+        r = await sb.exec(
+            "sleep 1000 & setsid nohup sleep 1001 >/dev/null 2>&1 & (sleep 1002 &); echo started"
+        )
+        assert r.stdout == "started\n" and time.monotonic() - t0 < 8, r
+        await asyncio.sleep(0.2)
+        # Each exec is its own pid namespace: leftovers die with it; stop() sweeps the cgroup too.
+        assert uid_processes(uid) == []
+        await sb.exec("nohup sleep 1003 >/dev/null 2>&1 &")
+    assert uid_processes(uid) == []
+
+
+async def test_huge_output_is_capped(make_task, sandbox_root: Path) -> None:
+    async with LocalSandbox(make_task(), root_dir=sandbox_root, output_cap=1 << 20) as sb:
+        r = await sb.exec("head -c 20000000 /dev/zero | tr '\\0' x; echo END", timeout=30)
+        assert r.ok and r.truncated
+        assert len(r.stdout) < (1 << 20) + 200
+        assert "bytes of output truncated" in r.stdout and r.stdout.endswith("xEND\n")
+
+
+async def test_concurrent_sandboxes_leave_nothing(make_task, sandbox_root: Path) -> None:
+    task = make_task(files={"a.txt": "a"})
+    boxes = [LocalSandbox(task, root_dir=sandbox_root) for _ in range(8)]
+    await asyncio.gather(*(b.start() for b in boxes))
+    uids = [b.uid for b in boxes]
+    cgdirs = [d for b in boxes if b.cgroup for d in b.cgroup.dirs.values()]
+    assert len(set(uids)) == 8
+    results = await asyncio.gather(*(b.exec("cat a.txt; sleep 100 &") for b in boxes))
+    assert all(r.stdout == "a" for r in results)
+    await asyncio.gather(*(b.stop() for b in boxes))
+    assert list(sandbox_root.iterdir()) == []
+    assert all(uid_processes(u) == [] for u in uids)
+    assert not any(d.exists() for d in cgdirs)
+    assert layout() is not None
