@@ -34,7 +34,7 @@ def builtin_path(name: str) -> Path:
 
 def load_builtin(name: str) -> list[Task]:
     """All tasks of one built-in set, with source `builtin:<name>`."""
-    return load_tasks(builtin_path(name), source=f"builtin:{name}")
+    return load_tasks(f"builtin:{name}")
 
 
 def builtin_count(name: str) -> int:

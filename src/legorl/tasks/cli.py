@@ -24,16 +24,17 @@ def validate_cmd(
     lenient: bool = typer.Option(False, help="Allow unknown task.toml keys (warn only)."),
 ) -> None:
     """Check task dirs; print every problem (one per line) and exit 2 if there are any."""
-    from legorl.tasks.loader import TaskValidationError, load_tasks
+    from legorl.tasks.loader import collect_tasks
 
     total, problems = 0, []
     for path in paths:
         try:
-            total += len(load_tasks(path, strict=not lenient))
-        except TaskValidationError as exc:
-            problems.extend(exc.problems)
+            tasks, probs = collect_tasks(path, strict=not lenient)
         except (OSError, ValueError, KeyError) as exc:
             problems.append(f"{path}: {exc}")
+            continue
+        total += len(tasks)
+        problems.extend(probs)
     for p in problems:
         typer.echo(p.full() if hasattr(p, "full") else p)
     if problems:

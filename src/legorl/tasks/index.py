@@ -122,6 +122,14 @@ def read_index(index: str | Path, split: str | None = None) -> list[IndexEntry]:
 
 def load_index_tasks(index: str | Path, split: str | None = None, strict: bool = True) -> list[Task]:
     """Load every task an index points to; all problems are reported together."""
+    tasks, problems = collect_index_tasks(index, split, strict)
+    if problems:
+        raise TaskValidationError(problems)
+    return tasks
+
+
+def collect_index_tasks(index: str | Path, split: str | None = None,
+                        strict: bool = True) -> tuple[list[Task], list[Problem]]:
     tasks: list[Task] = []
     problems: list[Problem] = []
     for entry in read_index(index, split):
@@ -134,6 +142,4 @@ def load_index_tasks(index: str | Path, split: str | None = None, strict: bool =
                                     f"task id {task.id!r} differs from the index's {entry.instance_id!r}"))
             continue
         tasks.append(task)
-    if problems:
-        raise TaskValidationError(problems)
-    return tasks
+    return tasks, problems

@@ -294,19 +294,29 @@ def load_tasks(path: str | Path, source: str | None = None, strict: bool = True)
 
     Every invalid task is reported in one TaskValidationError rather than failing on the first.
     """
+    tasks, problems = collect_tasks(path, source=source, strict=strict)
+    if problems:
+        raise TaskValidationError(problems)
+    return tasks
+
+
+def collect_tasks(path: str | Path, source: str | None = None,
+                  strict: bool = True) -> tuple[list[Task], list[Problem]]:
+    """Like load_tasks, but returns (valid tasks, problems) instead of raising."""
     text = str(path)
     if text.startswith("builtin:"):
-        from legorl.tasks.builtin_sets import load_builtin
+        from legorl.tasks.builtin_sets import builtin_path
 
-        return load_builtin(text.removeprefix("builtin:"))
+        name = text.removeprefix("builtin:")
+        return collect_tasks(builtin_path(name), source=source or f"builtin:{name}", strict=strict)
     p = Path(path).expanduser()
     if p.is_file() and p.suffix == ".parquet":
-        from legorl.tasks.index import load_index_tasks
+        from legorl.tasks.index import collect_index_tasks
 
-        return load_index_tasks(p, strict=strict)
+        return collect_index_tasks(p, strict=strict)
     dirs = find_task_dirs(p)
     if not dirs:
-        raise TaskValidationError([Problem(p.resolve(), ".", "no task.toml found here or below")])
+        return [], [Problem(p.resolve(), ".", "no task.toml found here or below")]
     tasks: list[Task] = []
     problems: list[Problem] = []
     for d in dirs:
@@ -314,6 +324,4 @@ def load_tasks(path: str | Path, source: str | None = None, strict: bool = True)
         problems.extend(probs)
         if task is not None:
             tasks.append(task)
-    if problems:
-        raise TaskValidationError(problems)
-    return tasks
+    return tasks, problems
