@@ -102,7 +102,7 @@ async def before_verification(sandbox: Sandbox) -> GuardReport:
     return rep
 
 
-async def tests_visible(sandbox: Sandbox) -> bool:
+async def can_see_tests(sandbox: Sandbox) -> bool:
     """True if anything is at /tests: must be False for the whole agent phase."""
     r = await sandbox.exec(f"test -e {TESTS_DIR}", cwd="/", timeout=30)
     return r.exit_code == 0

@@ -1,0 +1,124 @@
+"""The Dockerfile subset of the local backend: supported lines work, the rest fail naming the line."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from legorl.env.dockerfile import DockerfileError, env_pairs, parse, substitute
+from legorl.env.local import LocalSandbox
+from legorl.tasks.model import TaskLimits
+
+pytestmark = pytest.mark.skipif(not os.access("/usr/bin/bwrap", os.X_OK), reason="bubblewrap not installed")
+
+DOCKERFILE = """\
+# syntax=docker/dockerfile:1
+FROM ubuntu:24.04
+ARG GREETING=hi
+WORKDIR /app
+ENV APP_MODE=test \\
+    NAME="two words"
+ENV LEGACY value with spaces
+COPY src/ ./src/
+COPY config.txt data/config.txt
+COPY ["notes.md", "/app/docs/"]
+RUN echo "$GREETING $APP_MODE" > built.txt && mkdir -p out && echo made > out/x
+EXPOSE 8080
+CMD ["bash"]
+"""
+
+
+async def test_supported_lines_work(make_task, sandbox_root: Path) -> None:
+    task = make_task(
+        files={
+            "Dockerfile": DOCKERFILE,
+            "src/main.py": "print('m')\n",
+            "config.txt": "cfg\n",
+            "notes.md": "n\n",
+            "not_copied.txt": "x\n",
+        }
+    )
+    async with LocalSandbox(task, root_dir=sandbox_root) as sb:
+        r = await sb.exec(
+            "cat built.txt src/main.py data/config.txt docs/notes.md out/x; echo $APP_MODE/$NAME/$LEGACY/$GREETING"
+        )
+        assert r.ok, r
+        assert r.stdout.splitlines() == [
+            "hi test",
+            "print('m')",
+            "cfg",
+            "n",
+            "made",
+            "test/two words/value with spaces/",
+        ]
+        r = await sb.exec("ls /app")
+        assert "not_copied.txt" not in r.stdout and "Dockerfile" not in r.stdout  # only COPY lands
+
+
+async def test_workdir_outside_app_and_add_archive(make_task, sandbox_root: Path, tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("pkg/inside.txt")
+        data = b"unpacked\n"
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    task = make_task(
+        files={"Dockerfile": "FROM x\nWORKDIR /opt/proj\nADD bundle.tar .\nRUN ls pkg > listing\n"}
+    )
+    (task.environment_dir / "bundle.tar").write_bytes(buf.getvalue())
+    async with LocalSandbox(task, root_dir=sandbox_root) as sb:
+        r = await sb.exec("pwd; cat pkg/inside.txt listing")
+        assert r.stdout.splitlines() == ["/opt/proj", "unpacked", "inside.txt"], r
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("FROM golang AS build", "multi-stage"),
+        ("COPY --from=build /x /y", "COPY --from"),
+        ("ADD https://example.com/x.tgz /app/", "remote URL"),
+        ('SHELL ["/bin/zsh", "-c"]', "SHELL"),
+        ("RUN --mount=type=cache,target=/root/.cache true", "RUN --mount"),
+        ("FROZBULATE now", "unknown"),
+        ("COPY missing.txt /app/", "not found"),
+        ("COPY ../secret /app/", "outside the build context"),
+        ("COPY a.txt /usr/local/bin/a", "read-only host system"),
+        ("RUN exit 9", "RUN failed (exit code 9)"),
+    ],
+)
+async def test_unsupported_lines_fail_naming_the_line(
+    make_task, sandbox_root: Path, line: str, why: str
+) -> None:
+    task = make_task(files={"Dockerfile": f"FROM ubuntu:24.04\nWORKDIR /app\n\n{line}\n", "a.txt": "a"})
+    sb = LocalSandbox(task, root_dir=sandbox_root)
+    with pytest.raises(Exception) as ei:
+        await sb.start()
+    msg = str(ei.value)
+    assert why in msg and "Dockerfile:4" in msg, msg
+    assert sb.root is None  # a failed start cleans up after itself
+
+
+async def test_run_has_network_only_if_allowed(make_task, sandbox_root: Path) -> None:
+    df = "FROM x\nRUN grep -c : /proc/net/dev > /app/nics\n"  # interfaces in the RUN's network namespace
+    for allow, expect_more_than_lo in ((False, False), (True, True)):
+        task = make_task(files={"Dockerfile": df}, limits=TaskLimits(allow_internet=allow, memory_mb=512))
+        async with LocalSandbox(task, root_dir=sandbox_root) as sb:
+            nics = int((await sb.exec("cat /app/nics")).stdout.strip() or 0)
+            host_nics = sum(":" in line for line in Path("/proc/net/dev").read_text().splitlines())
+            assert (nics > 1) == expect_more_than_lo or host_nics == 1
+
+
+def test_parser_details(tmp_path: Path) -> None:
+    p = tmp_path / "Dockerfile"
+    p.write_text("from x\n# c\nrun echo a \\\n  # inner comment\n  && echo b\nUSER nobody\nVOLUME /data\n")
+    ins = parse(p)
+    assert [(i.keyword, i.lineno) for i in ins] == [("RUN", 3), ("VOLUME", 7)]
+    assert ins[0].args == "echo a && echo b"
+    assert substitute("${A}/$B/${C:-dflt}", {"A": "1", "B": "2"}) == "1/2/dflt"
+    p.write_text("FROM x\nENV NOEQ\n")
+    with pytest.raises(DockerfileError, match="Dockerfile:2"):
+        env_pairs(parse(p)[0], p)
