@@ -1,0 +1,136 @@
+"""Built-in task sets: shape, packaging, generator sync, and oracle = 1 / no-op = 0 for every task."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import importlib.util
+import os
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from legorl.tasks.builtin_sets import BUILTIN_ROOT, builtin_sets, load_builtin
+from legorl.tasks.model import Task
+
+from .conftest import BWRAP, bwrap_run
+
+# pyproject's [tool.setuptools.package-data]: a file matching none of these would vanish from wheels.
+PACKAGED = ["*.toml", "*.md", "*.sh", "*.py", "*.json", "*.txt", "Dockerfile", "*.jinja"]
+
+
+def all_tasks() -> list[Task]:
+    return [t for name in builtin_sets() for t in load_builtin(name)]
+
+
+def test_sets_and_sizes():
+    assert builtin_sets() == ["py-bugfix", "shell-basics"]
+    assert len(load_builtin("shell-basics")) >= 40
+    assert len(load_builtin("py-bugfix")) >= 20
+    with pytest.raises(KeyError, match="unknown built-in task set"):
+        load_builtin("nope")
+
+
+def test_tasks_are_well_formed():
+    tasks = all_tasks()
+    ids = [t.id for t in tasks]
+    assert len(ids) == len(set(ids)), "task ids must be unique across sets"
+    for t in tasks:
+        assert t.has_solution, t.id
+        assert t.source.startswith("builtin:") and t.workdir == "/app" and not t.limits.allow_internet
+        assert "/app" in t.instruction, f"{t.id}: instruction should name the exact path"
+        docker = (t.environment_dir / "Dockerfile").read_text().splitlines()
+        assert docker[0] == "FROM ubuntu:24.04" and "WORKDIR /app" in docker
+        for rel in ("tests/test.sh", "solution/solve.sh"):
+            assert os.access(t.path / rel, os.X_OK), f"{t.id}/{rel} is not executable"
+
+
+def test_shell_basics_dockerfiles_copy_only():
+    for t in load_builtin("shell-basics"):
+        lines = (t.environment_dir / "Dockerfile").read_text().splitlines()
+        python = "python" in t.metadata["tags"]
+        for line in lines[1:]:
+            assert line.startswith(("WORKDIR", "COPY", "    &&")) or (python and line.startswith("RUN ")), t.id
+
+
+def test_every_file_is_packaged():
+    for path in BUILTIN_ROOT.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            assert any(fnmatch.fnmatch(path.name, pat) for pat in PACKAGED), f"not in package-data: {path}"
+
+
+def test_committed_sets_match_generator(tmp_path):
+    spec = importlib.util.spec_from_file_location("_legorl_builtin_generate", BUILTIN_ROOT / "_generate.py")
+    gen = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(BUILTIN_ROOT))
+    try:
+        spec.loader.exec_module(gen)
+        gen.write_shell_basics(tmp_path)
+        gen.write_py_bugfix(tmp_path)
+    finally:
+        sys.path.remove(str(BUILTIN_ROOT))
+    for name in builtin_sets():
+        fresh = {p.relative_to(tmp_path / name): p for p in (tmp_path / name).rglob("*") if p.is_file()}
+        shipped = {p.relative_to(BUILTIN_ROOT / name): p for p in (BUILTIN_ROOT / name).rglob("*") if p.is_file()}
+        assert sorted(fresh) == sorted(shipped), f"{name}: run _generate.py and commit"
+        stale = [str(rel) for rel in fresh if fresh[rel].read_bytes() != shipped[rel].read_bytes()]
+        assert not stale, f"{name}: files differ from the generator's output: {stale[:5]}"
+
+
+def _run_env(task: Task, oracle: bool) -> float:
+    """One trial in the env layer's local sandbox: optional oracle, then the verifier."""
+    from legorl.env import make_sandbox, run_oracle, verify
+
+    async def go() -> float:
+        sb = make_sandbox(task, backend="local")
+        await sb.start()
+        try:
+            if oracle:
+                res = await run_oracle(sb, task)
+                assert res.ok, f"{task.id}: solve.sh failed: {res.stdout[-500:]}{res.stderr[-500:]}"
+            return (await verify(sb, task)).reward
+        finally:
+            await sb.stop()
+
+    return asyncio.run(go())
+
+
+def _env_available() -> bool:
+    try:
+        import legorl.env
+
+        return hasattr(legorl.env, "make_sandbox") and hasattr(legorl.env, "verify")
+    except ImportError:
+        return False
+
+
+def _check(task: Task, backend: str) -> str | None:
+    """None when no-op scores 0 and the oracle scores 1; else what went wrong."""
+    try:
+        if backend == "env":
+            noop, oracle = _run_env(task, False), _run_env(task, True)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                noop = bwrap_run(task.path, Path(tmp) / "noop")
+                oracle = bwrap_run(task.path, Path(tmp) / "oracle", oracle=True)
+    except Exception as exc:  # report every task, not only the first failure
+        return f"{task.id}: {type(exc).__name__}: {exc}"
+    if (noop, oracle) != (0.0, 1.0):
+        return f"{task.id}: no-op scored {noop}, oracle scored {oracle}"
+    return None
+
+
+@pytest.mark.parametrize("backend", [pytest.param("env", marks=pytest.mark.slow), "bwrap"])
+def test_oracle_one_noop_zero(backend):
+    """Every built-in task is solvable by its oracle and not by doing nothing, in a real sandbox."""
+    if backend == "env" and not _env_available():
+        pytest.skip("legorl.env (make_sandbox / verify) is not available")
+    if BWRAP is None:
+        pytest.skip("bubblewrap (bwrap) is not installed")
+    tasks = all_tasks()
+    with ThreadPoolExecutor(2) as pool:
+        failures = [f for f in pool.map(lambda t: _check(t, backend), tasks) if f]
+    assert not failures, "\n".join(failures)
