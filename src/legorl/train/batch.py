@@ -1,0 +1,57 @@
+"""Collate rollouts into right-padded tensors aligned on token positions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from legorl.rollout import Rollout
+
+
+@dataclass
+class TrainBatch:
+    input_ids: torch.Tensor  # [B, T] long, right-padded
+    attention_mask: torch.Tensor  # [B, T] long
+    mask: torch.Tensor  # [B, T] float: 1 on policy tokens
+    behav_logp: torch.Tensor  # [B, T] float: rollout engine logprobs (0 off-mask)
+    rewards: torch.Tensor  # [B]
+    group_ids: list[str]
+    routed_experts: list | None = None  # per-row numpy [n-1, L, k] (R3)
+
+    @property
+    def size(self) -> int:
+        return self.input_ids.shape[0]
+
+    def select(self, idx: list[int]) -> TrainBatch:
+        """Rows `idx`, trimmed to their own longest sequence."""
+        am = self.attention_mask[idx]
+        t = int(am.sum(-1).max().item()) if len(idx) else 0
+        return TrainBatch(
+            self.input_ids[idx, :t], am[:, :t], self.mask[idx, :t], self.behav_logp[idx, :t],
+            self.rewards[idx], [self.group_ids[i] for i in idx],
+            [self.routed_experts[i] for i in idx] if self.routed_experts is not None else None,
+        )
+
+
+def collate(rollouts: list[Rollout], pad_id: int = 0) -> TrainBatch:
+    if not rollouts:
+        raise ValueError("cannot collate an empty list of rollouts")
+    t = max(len(r.token_ids) for r in rollouts)
+    b = len(rollouts)
+    ids = torch.full((b, t), pad_id, dtype=torch.long)
+    am = torch.zeros((b, t), dtype=torch.long)
+    mask = torch.zeros((b, t), dtype=torch.float32)
+    lp = torch.zeros((b, t), dtype=torch.float32)
+    for i, r in enumerate(rollouts):
+        n = len(r.token_ids)
+        ids[i, :n] = torch.tensor(r.token_ids)
+        am[i, :n] = 1
+        mask[i, :n] = torch.tensor(r.response_mask, dtype=torch.float32)
+        lp[i, :n] = torch.tensor(r.logprobs, dtype=torch.float32)
+    mask[:, 0] = 0  # position 0 has no context: never a trainable token
+    routed = [r.routed_experts for r in rollouts] if any(r.routed_experts is not None for r in rollouts) else None
+    return TrainBatch(
+        ids, am, mask, lp * mask, torch.tensor([float(r.reward) for r in rollouts]),
+        [r.group_id for r in rollouts], routed,
+    )
