@@ -200,3 +200,10 @@ def test_load_tasks_one_dir_and_discovery(tmp_path):
 def test_load_tasks_nothing_found(tmp_path):
     with pytest.raises(TaskValidationError, match=r"no task\.toml found"):
         load_tasks(tmp_path)
+
+
+def test_harbor_package_name_is_id(tmp_path):
+    toml = '[task]\nname = "harbor/hello-world"\ndescription = "hi"\nkeywords = ["x"]\n'
+    assert load_task(make_task(tmp_path, toml=toml)).id == "harbor/hello-world"
+    assert problems(make_task(tmp_path, "t2", toml="[task]\nname = 3\n")) == [
+        "task.toml: [task].name must be an id string like 'org/name', got 3"]

@@ -139,3 +139,32 @@ def convert_cmd(
     except ConversionError as exc:
         _fail(str(exc))
     typer.echo(f"wrote {len(dirs)} task(s) under {out}")
+
+
+@tasks_app.command("check")
+def check_cmd(
+    paths: list[str] = typer.Argument(..., help="Task dirs, dirs of task dirs, index.parquet or builtin:<set>."),
+    backend: str = typer.Option("local", help="Sandbox backend (local, docker, kubernetes)."),
+    jobs: int = typer.Option(2, "-j", "--jobs", help="Tasks checked at once."),
+) -> None:
+    """Run each task's oracle and a no-op in real sandboxes; exit 2 unless oracle=1 and no-op=0 everywhere."""
+    import asyncio
+
+    from legorl.tasks.check import check_tasks
+    from legorl.tasks.loader import TaskValidationError, load_tasks
+
+    try:
+        tasks = [t for p in paths for t in load_tasks(p)]
+    except TaskValidationError as exc:
+        for p in exc.problems:
+            typer.echo(p.full())
+        _fail(f"{len(exc.problems)} problem(s)")
+    except (OSError, ValueError, KeyError) as exc:
+        _fail(str(exc))
+    results = asyncio.run(check_tasks(tasks, backend=backend, concurrency=jobs))
+    bad = [r for r in results if not r.ok]
+    for r in bad:
+        typer.echo(f"{r.task_id}: {r.problem}")
+    if bad:
+        _fail(f"{len(bad)} of {len(results)} task(s) failed the oracle/no-op check")
+    typer.echo(f"ok: {len(results)} task(s) score 1 with the oracle and 0 untouched")

@@ -155,6 +155,7 @@ def _check_range(section: str, key: str, value: Any, add) -> None:
 
 
 def _task_id(task_dir: Path, cfg: dict[str, Any], add) -> str:
+    """[metadata] id / task_id / instance_id, else Harbor's [task].name, else the dir name."""
     meta = cfg.get("metadata") if isinstance(cfg.get("metadata"), dict) else {}
     for key in _ID_KEYS:
         if key in meta:
@@ -163,6 +164,11 @@ def _task_id(task_dir: Path, cfg: dict[str, Any], add) -> str:
                 add("task.toml", f"[metadata].{key} must be a non-empty id string, got {value!r}")
                 break
             return value
+    pkg = cfg.get("task") if isinstance(cfg.get("task"), dict) else {}
+    if "name" in pkg:  # Harbor's package name ("org/name") is the task's registry identity
+        if isinstance(pkg["name"], str) and _ID_RE.match(pkg["name"]):
+            return pkg["name"]
+        add("task.toml", f"[task].name must be an id string like 'org/name', got {pkg['name']!r}")
     return task_dir.name
 
 
