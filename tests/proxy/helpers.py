@@ -38,7 +38,7 @@ class ScriptedManager:
 
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         self.requests.append(request)
-        ids = encode_text(self.tok, self.script.pop(0)) + [self.eos]
+        ids = [*encode_text(self.tok, self.script.pop(0)), self.eos]
         temp = request.sampling.temperature or 1.0
         lps = await self.real.prompt_logprobs(request.prompt_ids + ids, request.session_id, temp)
         return TokenOutput(request.request_id, len(request.prompt_ids), ids, lps[len(request.prompt_ids):], "stop",

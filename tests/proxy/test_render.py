@@ -63,6 +63,6 @@ def test_native_templates_get_tools(tokenizer):
 def test_boundary_check(tokenizer):
     r = ChatRenderer(tokenizer, get_parser("hermes"))
     ids = r.encode("<|im_start|>assistant\nhello")
-    assert r.join_exact(ids + [2], "\nfoo")  # after a special token: exact by construction
+    assert r.join_exact([*ids, 2], "\nfoo")  # after a special token: exact by construction
     assert r.join_exact(ids, "<|im_end|>")
     assert not r.join_exact(r.encode("<|im_start|>user\nhel"), "lo world")  # "hel"+"lo" merge
