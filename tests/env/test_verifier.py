@@ -98,9 +98,7 @@ async def test_tests_invisible_to_agent(make_task, sandbox_root: Path) -> None:
         assert secret not in r.stdout and "tests" not in r.stdout.split()
         res = await verify(sb, task)
         assert res.ok and res.reward == 1.0
-        # The mount is read-only to the test run as well.
-        r = await sb.exec("echo x >> /tests/test.sh")
-        assert r.exit_code != 0
+        assert not await can_see_tests(sb)  # hidden again once verification is done
 
 
 def test_parse_rewards_rules() -> None:
@@ -114,3 +112,12 @@ def test_parse_rewards_rules() -> None:
         parse_rewards(None, None)
     with pytest.raises(ValueError):
         parse_rewards(None, "inf")
+
+
+async def test_tests_mount_is_read_only_during_verification(make_task, sandbox_root: Path) -> None:
+    res = await _verify_with(
+        make_task,
+        sandbox_root,
+        "if echo x >> /tests/test.sh; then echo 0.5; else echo 1; fi > /logs/verifier/reward.txt",
+    )
+    assert res.reward == 1.0 and res.flags == [], res

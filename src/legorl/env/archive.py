@@ -28,12 +28,16 @@ def unpack(data: bytes, name: str, dst: Path) -> None:
     with tempfile.TemporaryDirectory(dir=dst.parent if dst.parent.exists() else None) as tmp:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
             tar.extractall(tmp, filter="data")
-        got = Path(tmp) / name
-        if not got.exists() and not got.is_symlink():
-            raise FileNotFoundError(f"{name} not in archive")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if dst.is_dir() and not dst.is_symlink():
-            shutil.rmtree(dst)
-        elif dst.exists() or dst.is_symlink():
-            dst.unlink()
-        shutil.move(str(got), str(dst))
+        place(Path(tmp) / name, dst)
+
+
+def place(got: Path, dst: Path) -> None:
+    """Moves an extracted entry to `dst`, replacing what was there."""
+    if not got.exists() and not got.is_symlink():
+        raise FileNotFoundError(f"{got.name} not in archive")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.is_dir() and not dst.is_symlink():
+        shutil.rmtree(dst)
+    elif dst.exists() or dst.is_symlink():
+        dst.unlink()
+    shutil.move(str(got), str(dst))

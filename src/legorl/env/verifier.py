@@ -132,6 +132,7 @@ async def verify(
             expected, await guards.hash_tree(sandbox, guards.TESTS_DIR), "/tests after run"
         )
     res.flags = flags
+    await _hide(sandbox, guards.TESTS_DIR)  # a trial that goes on afterwards must not see them
     if run.timed_out:
         res.outcome, res.reason = "verifier_error", f"verifier timed out after {limit:.0f}s"
     else:
@@ -167,8 +168,12 @@ async def run_oracle(sandbox: Sandbox, task: Task, timeout: float | None = None)
     try:
         return await sandbox.exec("bash /solution/solve.sh", timeout=limit)
     finally:
-        unmount = getattr(sandbox, "unmount", None)
-        if unmount is not None:
-            await unmount("/solution")
-        else:
-            await sandbox.exec("rm -rf /solution", cwd="/", timeout=30)
+        await _hide(sandbox, "/solution")
+
+
+async def _hide(sandbox: Sandbox, at: str) -> None:
+    unmount = getattr(sandbox, "unmount", None)
+    if unmount is not None:
+        await unmount(at)
+    else:
+        await sandbox.exec(f"rm -rf {at}", cwd="/", timeout=30)

@@ -1,0 +1,97 @@
+"""The docker backend against a real Docker-API engine (Podman here; see podman_fixture), plus the
+request it builds. Podman ignores some HostConfig fields under cgroup v1 without systemd; the limits
+themselves are the engine's job and are checked only as request fields."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from legorl.env import make_sandbox, run_oracle, verify
+from legorl.env.base import SandboxError
+from legorl.env.docker import DockerSandbox, cleanup, container_config
+from legorl.env.guards import can_see_tests
+from legorl.tasks.model import TaskLimits
+
+from .podman_fixture import IMAGE, podman_service
+
+pytest.importorskip("aiodocker")
+
+
+@pytest.fixture(scope="module")
+def docker_url() -> Iterator[str]:
+    yield from podman_service()
+
+
+def test_container_request() -> None:
+    from legorl.tasks.model import Task
+
+    t = Task(id="x", path=Path("/nope"), instruction="", limits=TaskLimits(cpus=2, memory_mb=256))
+    cfg = container_config(t, "img:1", "trial1", network=False, pids_limit=99)
+    assert cfg["Image"] == "img:1" and cfg["WorkingDir"] == "/app" and cfg["NetworkDisabled"]
+    hc = cfg["HostConfig"]
+    assert hc["NetworkMode"] == "none" and hc["Memory"] == hc["MemorySwap"] == 256 * 2**20
+    assert hc["NanoCpus"] == 2_000_000_000 and hc["PidsLimit"] == 99
+    assert cfg["Labels"]["legorl.sandbox"] == "1" and cfg["Labels"]["legorl.trial"] == "trial1"
+
+
+async def test_unreachable_engine_is_a_clear_error(make_task) -> None:
+    sb = DockerSandbox(make_task(), url="unix:///nonexistent/docker.sock", image=IMAGE)
+    with pytest.raises(SandboxError, match="cannot reach the Docker API"):
+        await sb.start()
+
+
+async def test_exec_files_timeout_and_isolation(docker_url: str, make_task, tmp_path: Path) -> None:
+    task = make_task(files={"hello.txt": "hi\n"})
+    sb = make_sandbox(task, backend="docker", url=docker_url, image=IMAGE)
+    await sb.start()
+    try:
+        r = await sb.exec("pwd; cat hello.txt; echo $FOO; echo e >&2; exit 4", env={"FOO": "bar"})
+        assert (r.exit_code, r.stdout, r.stderr) == (4, "/app\nhi\nbar\n", "e\n"), r
+        r = await sb.exec("grep -c : /proc/net/dev")
+        assert r.stdout.strip() == "1"  # loopback only: no network
+        r = await sb.exec("sleep 30; echo never", timeout=1)
+        assert r.timed_out and r.exit_code == 124 and "never" not in r.stdout
+        r = await sb.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+        assert "sleep 30" not in r.stdout  # the timed-out tree was killed
+        (tmp_path / "d").mkdir()
+        (tmp_path / "d" / "f.txt").write_text("up")
+        await sb.upload(tmp_path / "d", "/app/up")
+        await sb.exec("echo back >> /app/up/f.txt")
+        await sb.download("/app/up", tmp_path / "back")
+        assert (tmp_path / "back" / "f.txt").read_text() == "upback\n"
+        r = await sb.exec("head -c 3000000 /dev/zero | tr '\\0' x")
+        assert r.truncated and len(r.stdout) < 1_100_000
+    finally:
+        await sb.stop()
+
+
+async def test_verifier_and_oracle_in_container(docker_url: str, make_task) -> None:
+    check = '[ "$(cat /app/g.txt 2>/dev/null)" = hello ] && r=1 || r=0; echo $r > /logs/verifier/reward.txt'
+    task = make_task(tests={"test.sh": check}, solution={"solve.sh": "echo hello > g.txt"})
+    sb = DockerSandbox(task, url=docker_url, image=IMAGE)
+    await sb.start()
+    try:
+        assert not await can_see_tests(sb)
+        # A process the agent leaves behind would outlive its exec here: quiesce kills it first.
+        await sb.exec("(sleep 1000; echo 1 > /logs/verifier/reward.txt) >/dev/null 2>&1 &")
+        res = await verify(sb, task)
+        assert (res.outcome, res.reward, res.flags) == ("ok", 0.0, []), res
+        assert not await can_see_tests(sb)  # hidden again after verification
+    finally:
+        await sb.stop()
+    async with DockerSandbox(task, url=docker_url, image=IMAGE) as sb:
+        assert (await run_oracle(sb, task)).ok
+        res = await verify(sb, task)
+        assert (res.outcome, res.reward, res.flags) == ("ok", 1.0, []), res
+
+
+async def test_cleanup_by_label(docker_url: str, make_task) -> None:
+    sb = DockerSandbox(make_task(), url=docker_url, image=IMAGE)
+    await sb.start()
+    sb.container = None  # simulate a crashed run that never called stop()
+    await sb.stop()
+    assert await cleanup(docker_url) >= 1
+    assert await cleanup(docker_url) == 0
