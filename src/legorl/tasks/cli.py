@@ -82,8 +82,6 @@ def list_cmd(
     from legorl.tasks.loader import TaskValidationError, load_tasks
 
     table = Table(show_lines=False)
-    for col in ("id", "source", "split", "agent s", "instruction"):
-        table.add_column(col, overflow="fold" if col == "id" else "ellipsis", no_wrap=col != "id")
     try:
         p = Path(path)
         splits: dict[str, str] = {}
@@ -101,10 +99,20 @@ def list_cmd(
         _fail(f"{len(exc.problems)} problem(s)")
     except (OSError, ValueError, KeyError) as exc:
         _fail(str(exc))
+    console = Console()
+    id_width = min(max((len(t.id) for t in tasks), default=2), 40)
+    table.add_column("id", no_wrap=True, min_width=id_width)
+    src_width = max((len(t.source) for t in tasks), default=6)
+    table.add_column("source", no_wrap=True, min_width=src_width)
+    table.add_column("split", no_wrap=True, min_width=5)
+    table.add_column("agent s", no_wrap=True, justify="right", min_width=7)
+    table.add_column("instruction", no_wrap=True, overflow="ellipsis")
     for t in tasks:
         first = next((ln.strip() for ln in t.instruction.splitlines() if ln.strip()), "")
-        table.add_row(t.id, t.source, splits.get(t.id, "-"), f"{t.agent_timeout_sec:g}", first[:70])
-    Console().print(table)
+        room = max(20, console.width - id_width - src_width - 5 - 7 - 16)  # 16: borders and padding
+        text = first if len(first) <= room else first[: room - 1] + "…"
+        table.add_row(t.id, t.source, splits.get(t.id, "-"), f"{t.agent_timeout_sec:g}", text)
+    console.print(table)
     typer.echo(f"{len(tasks)} task(s)")
 
 
