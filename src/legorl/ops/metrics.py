@@ -1,0 +1,61 @@
+"""Per-step metrics: one `step:N - key:value - ...` line in `logs/<exp>.log` and a JSONL twin.
+
+On resume the files are truncated to the checkpointed step, so a step that ran after the last
+checkpoint (and is re-run) never appears twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        return f"{v:.6g}"
+    return str(v)
+
+
+class MetricsLogger:
+    def __init__(self, log_dir: str | Path, experiment: str, resume_step: int | None = None):
+        self.dir = Path(log_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.dir / f"{experiment}.log"
+        self.jsonl_path = self.dir / f"{experiment}.jsonl"
+        if resume_step is None:
+            for p in (self.log_path, self.jsonl_path):
+                p.unlink(missing_ok=True)
+        else:
+            self._truncate(resume_step)
+
+    def _truncate(self, last_step: int) -> None:
+        if not self.jsonl_path.exists():
+            return
+        kept = [r for r in self.read() if r.get("step", 0) <= last_step]
+        self.jsonl_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        self.log_path.write_text("".join(self._line(r) + "\n" for r in kept))
+
+    @staticmethod
+    def _line(record: dict[str, Any]) -> str:
+        step = record.get("step", 0)
+        rest = " - ".join(f"{k}:{_fmt(v)}" for k, v in record.items() if k != "step")
+        return f"step:{step} - {rest}"
+
+    def log(self, step: int, metrics: dict[str, Any]) -> str:
+        record = {"step": step, **metrics}
+        line = self._line(record)
+        with self.jsonl_path.open("a") as f:
+            f.write(json.dumps(record, default=float) + "\n")
+            f.flush()
+        with self.log_path.open("a") as f:
+            f.write(line + "\n")
+        return line
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.jsonl_path.exists():
+            return []
+        return [json.loads(line) for line in self.jsonl_path.read_text().splitlines() if line.strip()]
