@@ -157,3 +157,29 @@ def test_cli_convert(tmp_path):
     records.write_text("{not json\n")
     r = CliRunner().invoke(app, ["tasks", "convert", str(records), "-o", str(tmp_path / "out2")])
     assert r.exit_code == 2 and "r.jsonl:1: invalid JSON" in r.output
+
+
+CONFTEST_HACK = """import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+"""
+FAKE_PLUGIN = """import json, os
+
+
+def pytest_sessionfinish(session, exitstatus):
+    ids = ["tests/test_core.py::test_add", "tests/test_core.py::test_add_zero[2]", "tests/test_core.py::test_mul"]
+    with open(os.environ["LEGORL_OUTCOMES"], "w") as f:
+        json.dump({"exitstatus": 0, "tests": {i: "passed" for i in ids}}, f)
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("planted", ["conftest.py", "tests/conftest.py", "legorl_outcomes.py", "pytest.py"])
+def test_planted_files_do_not_fool_grading(tmp_path, planted):
+    content = {"pytest.py": "import sys\nsys.exit(0)\n", "legorl_outcomes.py": FAKE_PLUGIN}.get(planted, CONFTEST_HACK)
+    d = convert_one(tmp_path, patch={planted: content})
+    assert bwrap_run(d, tmp_path / "w", oracle=True) == 0.0

@@ -6,12 +6,10 @@ TESTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 LOGS=/logs/verifier
 mkdir -p "$LOGS"
 echo 0 > "$LOGS/reward.txt"
-# The graded test files come from the task, not from whatever the agent left in the repo.
-cp -a "$TESTS_DIR/files/." .
+# Graded test files and conftest.py files come from the task, not from the agent's workdir.
+[ -d "$TESTS_DIR/files" ] && cp -R "$TESTS_DIR/files/." .
 export PYTHONDONTWRITEBYTECODE=1 LEGORL_OUTCOMES="$LOGS/outcomes.json"
-export PYTHONPATH="$TESTS_DIR/grading${PYTHONPATH:+:$PYTHONPATH}"
-python3 -m pytest -p legorl_outcomes -p no:cacheprovider -rA --rootdir=. tests/test_lru.py \
-  > "$LOGS/pytest.log" 2>&1
+python3 "$TESTS_DIR/grading/run_pytest.py" "$TESTS_DIR/config.json" -p no:cacheprovider -rA --rootdir=. tests/test_lru.py > "$LOGS/pytest.log" 2>&1
 echo "pytest exit status: $?"
 tail -n 30 "$LOGS/pytest.log"
 python3 "$TESTS_DIR/grading/grade.py" "$TESTS_DIR/config.json" "$LOGS/outcomes.json" "$LOGS"
