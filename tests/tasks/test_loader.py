@@ -207,3 +207,9 @@ def test_harbor_package_name_is_id(tmp_path):
     assert load_task(make_task(tmp_path, toml=toml)).id == "harbor/hello-world"
     assert problems(make_task(tmp_path, "t2", toml="[task]\nname = 3\n")) == [
         "task.toml: [task].name must be an id string like 'org/name', got 3"]
+
+
+def test_source_label(tmp_path):
+    assert load_task(make_task(tmp_path, "a")).source == "local"
+    assert load_task(make_task(tmp_path, "b"), source="mine").source == "mine"
+    assert load_task(make_task(tmp_path, "c", toml='source = "harbor/tb2"\n'), source="mine").source == "harbor/tb2"

@@ -207,14 +207,15 @@ def _check_files(task_dir: Path, cfg: dict[str, Any], add) -> str:
 
 def validate_task(task_dir: str | Path) -> list[Problem]:
     """Every problem with a task directory (empty list when it is valid)."""
-    return _load(Path(task_dir), source="local", strict=True)[1]
+    return _load(Path(task_dir), source=None, strict=True)[1]
 
 
-def load_task(task_dir: str | Path, source: str = "local", strict: bool = True) -> Task:
+def load_task(task_dir: str | Path, source: str | None = None, strict: bool = True) -> Task:
     """Parse one Harbor task dir; raise TaskValidationError listing every problem.
 
-    `strict=False` lets unknown task.toml keys through (logged) so newer Harbor fields never
-    block a run; type and missing-file problems always raise.
+    `source` labels tasks whose task.toml has no top-level `source`. `strict=False` lets unknown
+    task.toml keys through (logged) so newer Harbor fields never block a run; type and
+    missing-file problems always raise.
     """
     task, problems = _load(Path(task_dir), source=source, strict=strict)
     if problems or task is None:
@@ -222,7 +223,7 @@ def load_task(task_dir: str | Path, source: str = "local", strict: bool = True) 
     return task
 
 
-def _load(task_dir: Path, source: str, strict: bool) -> tuple[Task | None, list[Problem]]:
+def _load(task_dir: Path, source: str | None, strict: bool) -> tuple[Task | None, list[Problem]]:
     task_dir = task_dir.expanduser().resolve()
     problems: list[Problem] = []
 
@@ -251,7 +252,7 @@ def _load(task_dir: Path, source: str, strict: bool) -> tuple[Task | None, list[
     return _build(task_dir, task_id, instruction, cfg, source), problems
 
 
-def _build(task_dir: Path, task_id: str, instruction: str, cfg: dict[str, Any], source: str) -> Task:
+def _build(task_dir: Path, task_id: str, instruction: str, cfg: dict[str, Any], source: str | None) -> Task:
     env = cfg.get("environment", {})
     defaults = Task(id="", path=task_dir, instruction="")
     limits = TaskLimits()
@@ -276,7 +277,7 @@ def _build(task_dir: Path, task_id: str, instruction: str, cfg: dict[str, Any], 
             allow_internet=bool(env.get("allow_internet", limits.allow_internet)),
         ),
         docker_image=env.get("docker_image"),
-        source=cfg.get("source", source) if source == "local" else source,
+        source=cfg.get("source") or source or "local",  # the task's own label wins
         metadata=dict(cfg.get("metadata", {})),
     )
 
@@ -326,7 +327,7 @@ def collect_tasks(path: str | Path, source: str | None = None,
     tasks: list[Task] = []
     problems: list[Problem] = []
     for d in dirs:
-        task, probs = _load(d, source=source or "local", strict=strict)
+        task, probs = _load(d, source=source, strict=strict)
         problems.extend(probs)
         if task is not None:
             tasks.append(task)
