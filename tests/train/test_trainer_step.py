@@ -1,0 +1,77 @@
+"""A full trainer step (tiny model): update, weight sync to the engine, and the fidelity guard."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _rollout_helpers import multi_turn_rollouts
+from transformers import AutoModelForCausalLM
+
+from legorl.config import RunConfig, load_config
+from legorl.models.chat import load_tokenizer
+from legorl.serving.embedded import EmbeddedEngine
+from legorl.serving.types import GenerateRequest, SamplingParams
+from legorl.serving.weight_sync import WeightSync
+from legorl.train.actor import Actor
+from legorl.train.critic import Critic
+from legorl.train.trainer import LogprobMismatchError, StepTrainer
+
+
+def build(cfg: RunConfig, path, engine, critic=False):
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    actor = Actor(model, cfg.trainer, cfg.algorithm, cfg.rollout.temperature)
+    crit = Critic(str(path), lr=1e-3) if critic else None
+    return StepTrainer(cfg, actor, WeightSync([engine]), crit)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["algorithm.adv_estimator=grpo"],
+    ["algorithm.adv_estimator=rloo", "algorithm.rollout_is=token"],
+    ["algorithm.policy_loss_mode=gspo", "algorithm.clip_ratio_low=3e-4", "algorithm.clip_ratio_high=4e-4"],
+])
+async def test_step_updates_weights_and_engine_serves_new_version(tiny_llama_dir, overrides):
+    cfg = load_config(None, ["trainer.lr=1e-3", "trainer.max_logprob_abs_diff=1e-3", *overrides])
+    engine = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096)
+    try:
+        tok = load_tokenizer(tiny_llama_dir)
+        rollouts = await multi_turn_rollouts(engine, tok, 4)
+        trainer = build(cfg, tiny_llama_dir, engine)
+        before = {k: v.clone() for k, v in trainer.actor.model.state_dict().items()}
+        m = await trainer.step(rollouts)
+        assert m["weight_version"] == 1.0 and engine.weight_version == 1
+        assert m["rollout_corr/abs_diff_mean"] <= 1e-5 and m["rollout_corr/pearson"] >= 0.9999
+        assert any(not torch.equal(v, before[k]) for k, v in trainer.actor.model.state_dict().items())
+        for key in ("critic/score/mean", "actor/entropy", "actor/ppo_kl", "actor/pg_clipfrac", "actor/grad_norm",
+                    "response_length/mean", "rollout_corr/kl"):
+            assert key in m
+        out = await engine.generate(GenerateRequest(rollouts[0].token_ids[:30], SamplingParams(max_tokens=3)))
+        assert out.weight_version == 1
+    finally:
+        await engine.close()
+
+
+async def test_step_refuses_a_batch_with_corrupted_logprobs(tiny_llama_dir):
+    cfg = load_config(None, ["trainer.max_logprob_abs_diff=1e-3"])
+    engine = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096)
+    try:
+        rollouts = await multi_turn_rollouts(engine, load_tokenizer(tiny_llama_dir), 2)
+        for r in rollouts:
+            r.logprobs = [lp - 0.5 if m else lp for lp, m in zip(r.logprobs, r.response_mask, strict=True)]
+        trainer = build(cfg, tiny_llama_dir, engine)
+        with pytest.raises(LogprobMismatchError, match="refusing this batch"):
+            await trainer.step(rollouts)
+        assert engine.weight_version == 0
+    finally:
+        await engine.close()
+
+
+async def test_ppo_with_gae_critic_step(tiny_llama_dir):
+    cfg = load_config(None, ["algorithm.adv_estimator=gae", "algorithm.n_resp_per_prompt=1", "trainer.lr=1e-3"])
+    engine = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096)
+    try:
+        rollouts = await multi_turn_rollouts(engine, load_tokenizer(tiny_llama_dir), 2)
+        trainer = build(cfg, tiny_llama_dir, engine, critic=True)
+        m = await trainer.step(rollouts)
+        assert "critic/vf_loss" in m and m["critic/vf_loss"] > 0
+    finally:
+        await engine.close()
