@@ -20,7 +20,7 @@ from legorl.tasks.model import Task
 
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
 async def bench_sandbox(task: Task, runs: int) -> dict[str, list[float]]:
@@ -72,7 +72,9 @@ async def main() -> None:
     ratio95 = pct(sb["total"], 0.95) / pct(sp, 0.95)
     print(f"{'ratio total / subprocess':<28}{ratio50:>8.1f}x{ratio95:>8.1f}x")
     goal = pct(sb["start"], 0.5) < 50
-    print(f"goal start p50 < 50 ms: {'met' if goal else 'MISSED'} (mean start {statistics.mean(sb['start']):.1f} ms)")
+    print(
+        f"goal start p50 < 50 ms: {'met' if goal else 'MISSED'} (mean start {statistics.mean(sb['start']):.1f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -87,12 +87,12 @@ async def before_verification(sandbox: Sandbox) -> GuardReport:
         rep.flags.append(
             f"files planted in {VERIFIER_DIR} before verification: {', '.join(sorted(planted)[:10])}"
         )
-    pre = await sandbox.exec(f"test -e {TESTS_DIR} && ls -A {TESTS_DIR}", cwd="/", timeout=30)
-    if pre.exit_code == 0:
+    pre = await sandbox.exec(f"ls -A {TESTS_DIR} 2>/dev/null", cwd="/", timeout=30)
+    if pre.stdout.strip():  # an empty mount point is harmless; content is not
         rep.flags.append(f"{TESTS_DIR} existed before verification: {pre.stdout.split()[:10]}")
     # Clear both: a stale or planted reward must never be read as this run's result.
     await sandbox.exec(
-        f"find {VERIFIER_DIR} -mindepth 1 -delete 2>/dev/null; rm -rf {TESTS_DIR} 2>/dev/null; true",
+        f"find {VERIFIER_DIR} {TESTS_DIR} -mindepth 1 -delete 2>/dev/null; rm -rf {TESTS_DIR} 2>/dev/null; true",
         cwd="/",
         timeout=30,
     )

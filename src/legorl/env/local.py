@@ -19,6 +19,7 @@ import tarfile
 import tempfile
 import threading
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
 
 from legorl.env import archive, procs
@@ -253,7 +254,7 @@ class LocalSandbox:
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         timeout: float | None = None,
-        stdin: bytes | None = None,
+        stdin: bytes | AsyncIterator[bytes] | None = None,
         output_cap: int | None = None,
         network: bool | None = None,
     ) -> tuple[procs.RunOutput, bool]:

@@ -13,7 +13,7 @@ import os
 import resource
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,7 +115,7 @@ def _kill_group(pid: int) -> None:
 
 async def run(
     spec: SpawnSpec,
-    stdin: bytes | None = None,
+    stdin: bytes | AsyncIterator[bytes] | None = None,
     timeout: float | None = None,
     output_cap: int = DEFAULT_OUTPUT_CAP,
     on_spawn: Callable[[int], None] | None = None,
@@ -143,15 +143,27 @@ async def run(
     out, err = CappedBuffer(output_cap), CappedBuffer(output_cap)
 
     async def feed() -> None:
-        if stdin is not None and proc.stdin is not None:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        if stdin is None or proc.stdin is None:
+            return
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            if isinstance(stdin, bytes | bytearray):
                 proc.stdin.write(stdin)
                 await proc.stdin.drain()
-            proc.stdin.close()
+            else:
+                async for chunk in stdin:  # streamed input: ends when the source or the process does
+                    proc.stdin.write(chunk)
+                    await proc.stdin.drain()
+        proc.stdin.close()
 
     async def body() -> None:
-        await asyncio.gather(feed(), drain(proc.stdout, out), drain(proc.stderr, err))
-        await proc.wait()
+        feeder = asyncio.ensure_future(feed())
+        try:
+            await asyncio.gather(drain(proc.stdout, out), drain(proc.stderr, err))
+            await proc.wait()
+        finally:
+            if not feeder.done():
+                feeder.cancel()
+            await asyncio.gather(feeder, return_exceptions=True)
 
     task = asyncio.ensure_future(body())
     timed_out = False
