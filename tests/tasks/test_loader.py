@@ -92,7 +92,10 @@ name = "srv"
 transport = "stdio"
 """
     t = load_task(make_task(tmp_path, toml=toml))
-    assert t.limits.memory_mb == 2048 and t.limits.storage_mb == 10240
+    assert t.limits.memory_mb == 2048 and t.limits.storage_mb == 10240 and t.limits.gpus == 0
+    assert t.verifier_env == {"FOO": "bar"} and t.solution_env == {}
+    assert problems(make_task(tmp_path, "t2", toml="[verifier]\nenv = { N = 1 }\n")) == [
+        "task.toml: [verifier].env values must be strings, got integer for N"]
 
 
 def test_metadata_id(tmp_path):

@@ -150,6 +150,9 @@ def _check_range(section: str, key: str, value: Any, add) -> None:
             add("task.toml", f"[{section}].{key} must be > 0, got {value!r}")
     elif key in ("memory", "storage") and parse_size_mb(value) is None:
         add("task.toml", f'[{section}].{key} is not a size like "2G" or "512M": {value!r}')
+    elif key == "env" and not all(isinstance(v, str) for v in value.values()):
+        bad = next(k for k, v in value.items() if not isinstance(v, str))
+        add("task.toml", f"[{section}].env values must be strings, got {_type_name(value[bad])} for {bad}")
     elif key == "workdir" and not value.startswith("/"):
         add("task.toml", f"[{section}].workdir must be an absolute path, got {value!r}")
 
@@ -275,10 +278,13 @@ def _build(task_dir: Path, task_id: str, instruction: str, cfg: dict[str, Any], 
             memory_mb=int(memory_mb if memory_mb is not None else limits.memory_mb),
             storage_mb=storage_mb if storage_mb is not None else limits.storage_mb,
             allow_internet=bool(env.get("allow_internet", limits.allow_internet)),
+            gpus=int(env.get("gpus", limits.gpus)),
         ),
         docker_image=env.get("docker_image"),
         source=cfg.get("source") or source or "local",  # the task's own label wins
         metadata=dict(cfg.get("metadata", {})),
+        verifier_env=dict(cfg.get("verifier", {}).get("env", {})),
+        solution_env=dict(cfg.get("solution", {}).get("env", {})),
     )
 
 

@@ -18,6 +18,7 @@ class TaskLimits:
     memory_mb: int = 2048
     storage_mb: int | None = None
     allow_internet: bool = False
+    gpus: int = 0
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Task:
     docker_image: str | None = None
     source: str = "local"
     metadata: dict[str, Any] = field(default_factory=dict)
+    verifier_env: dict[str, str] = field(default_factory=dict)  # Harbor [verifier].env, set for test.sh
+    solution_env: dict[str, str] = field(default_factory=dict)  # Harbor [solution].env, set for solve.sh
 
     @property
     def environment_dir(self) -> Path:
