@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -48,7 +49,8 @@ def convert_one(tmp_path, **over):
 
 
 def test_task_layout(tmp_path):
-    d = convert_one(tmp_path)
+    d = convert_one(tmp_path, snapshot={**record()["snapshot"], "my docs/a.txt": "x\n"})
+    assert 'COPY ["my docs/", "/app/my docs/"]' in (d / "environment/Dockerfile").read_text()
     t = load_task(d)
     assert t.id == "calc-1" and t.metadata["repo"] == "example/calc" and t.metadata["fail_to_pass"] == 2
     assert "add() subtracts" in t.instruction and t.has_solution
@@ -154,6 +156,10 @@ def test_cli_convert(tmp_path):
     r = CliRunner().invoke(app, ["tasks", "convert", str(records), "-o", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
     assert "wrote 2 task(s)" in r.output
+    if shutil.which("bwrap"):  # --check runs oracle and no-op through legorl.env
+        r = CliRunner().invoke(app, ["tasks", "convert", str(records), "-o", str(tmp_path / "out"),
+                                     "--overwrite", "--check"])
+        assert r.exit_code == 0 and "ok: 2 task(s) score 1 with the oracle and 0 untouched" in r.output, r.output
     records.write_text("{not json\n")
     r = CliRunner().invoke(app, ["tasks", "convert", str(records), "-o", str(tmp_path / "out2")])
     assert r.exit_code == 2 and "r.jsonl:1: invalid JSON" in r.output

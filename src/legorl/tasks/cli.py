@@ -138,6 +138,7 @@ def convert_cmd(
     out: Path = typer.Option(..., "-o", "--out", help="Directory to write task dirs into."),
     source: str = typer.Option("converted", help="[metadata].source written into each task."),
     overwrite: bool = typer.Option(False, help="Replace task dirs that already exist."),
+    check: bool = typer.Option(False, help="Then run each task's oracle and a no-op in local sandboxes."),
 ) -> None:
     """Turn SWE-bench-style records into Harbor task dirs with a fail/pass-to-pass verifier."""
     from legorl.tasks.convert import ConversionError, convert_file
@@ -147,6 +148,8 @@ def convert_cmd(
     except ConversionError as exc:
         _fail(str(exc))
     typer.echo(f"wrote {len(dirs)} task(s) under {out}")
+    if check:
+        check_cmd([str(d) for d in dirs], backend="local", jobs=2)
 
 
 @tasks_app.command("check")

@@ -213,7 +213,9 @@ python3 "$TESTS_DIR/grading/grade.py" "$TESTS_DIR/config.json" "$LOGS/outcomes.j
 
 def _dockerfile(snapshot: dict[str, bytes], workdir: str) -> str:
     tops = sorted({rel.split("/", 1)[0] + ("/" if "/" in rel else "") for rel in snapshot})
-    copies = "".join(f"COPY {t} {workdir}/{t}\n" for t in tops)
+    copies = "".join(
+        f"COPY {json.dumps([t, f'{workdir}/{t}'])}\n" if any(c.isspace() for c in t) else f"COPY {t} {workdir}/{t}\n"
+        for t in tops)
     # Guarded install: a no-op where python3 + pytest already exist (e.g. the local bubblewrap
     # backend, which runs RUN lines offline on the host system), a real install in ubuntu:24.04.
     return (
