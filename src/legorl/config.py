@@ -99,6 +99,8 @@ class TrainerSection(_Section):
     save_freq: int = Field(0, ge=0)  # 0: only at the end
     test_freq: int = Field(0, ge=0)  # 0: never
     val_before_train: bool = False
+    val_n: int = Field(1, ge=1)  # attempts per held-out task at validation
+    val_temperature: float | None = Field(None, ge=0.0)  # None: the rollout temperature
     max_logprob_abs_diff: float | None = Field(None, gt=0.0)  # refuse a batch past this rollout/trainer gap
 
 
