@@ -95,3 +95,11 @@ async def test_cleanup_by_label(docker_url: str, make_task) -> None:
     await sb.stop()
     assert await cleanup(docker_url) >= 1
     assert await cleanup(docker_url) == 0
+
+
+async def test_image_built_from_dockerfile(docker_url: str, make_task) -> None:
+    dockerfile = f"FROM {IMAGE}\nWORKDIR /app\nCOPY a.txt .\nRUN echo built > b.txt\nENV MODE=x\n"
+    task = make_task(files={"Dockerfile": dockerfile, "a.txt": "a\n"})
+    async with DockerSandbox(task, url=docker_url) as sb:
+        r = await sb.exec("cat a.txt b.txt; echo $MODE")
+        assert r.stdout == "a\nbuilt\nx\n", r

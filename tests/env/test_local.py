@@ -113,3 +113,14 @@ async def test_limits_are_reported(make_task, sandbox_root: Path) -> None:
         assert sb.rlimits.address_space_mb  # the memory backstop when no cgroup holds it
         r = await sb.exec("ulimit -v")
         assert r.stdout.strip() != "unlimited"
+
+
+async def test_cleanup_stale_removes_orphans_only(make_task, sandbox_root: Path) -> None:
+    from legorl.env.local import cleanup_stale
+
+    async with LocalSandbox(make_task(), root_dir=sandbox_root) as live:
+        orphan = sandbox_root / "orphan-xyz"
+        orphan.mkdir()
+        (orphan / "owner").write_text("999999999")  # no such pid
+        assert cleanup_stale(sandbox_root) == 1
+        assert not orphan.exists() and live.root is not None and live.root.exists()

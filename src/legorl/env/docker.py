@@ -137,12 +137,17 @@ class DockerSandbox:
             tar.add(str(self.task.environment_dir), arcname=".")
         ctx.seek(0)
         try:
-            await asyncio.wait_for(
+            log = await asyncio.wait_for(
                 self.docker.images.build(fileobj=ctx, encoding="application/x-tar", tag=tag, rm=True),
                 self.task.build_timeout_sec,
             )
         except Exception as e:
             raise SandboxError(f"building {dockerfile} failed: {e}") from e
+        try:
+            await self.docker.images.inspect(tag)
+        except Exception:  # the engine reports build errors in the log, not as an HTTP error
+            lines = [str(m.get("error") or m.get("stream") or "") for m in (log or []) if isinstance(m, dict)]
+            raise SandboxError(f"building {dockerfile} failed:\n{tail(''.join(lines), 2000)}") from None
         return tag, False
 
     async def _ensure_pulled(self, image: str) -> None:

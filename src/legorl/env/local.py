@@ -9,6 +9,7 @@ State lives in per-trial host directories, so each `exec` is an independent bwra
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import fcntl
 import logging
@@ -148,6 +149,7 @@ class LocalSandbox:
         slug = re.sub(r"[^A-Za-z0-9_.-]", "_", self.task.id)[:40]
         self.root = Path(tempfile.mkdtemp(prefix=f"{slug}-", dir=self.root_dir))
         os.chmod(self.root, 0o711)
+        (self.root / "owner").write_text(str(os.getpid()))  # lets cleanup_stale() spot orphans
         layout = {
             self.task.workdir: "work",
             "/tmp": "tmp",
@@ -175,7 +177,7 @@ class LocalSandbox:
         notes = []
         if self.use_cgroups:
             assert self.root is not None
-            self.cgroup = TrialCgroup(f"legorl-{self.root.name}-{uuid.uuid4().hex[:6]}")
+            self.cgroup = TrialCgroup(f"legorl-{os.getpid()}-{uuid.uuid4().hex[:10]}")  # owner pid: see cleanup_stale
             self.cgroup.create(self.task.limits.memory_mb, self.pids_max, self.task.limits.cpus)
             if self.cgroup.unavailable:
                 notes.append(f"cgroup controllers unavailable: {', '.join(self.cgroup.unavailable)}")
@@ -391,3 +393,39 @@ class LocalSandbox:
             "missing": self.limits_note,
             "root": str(self.root) if self.root else None,
         }
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cleanup_stale(root_dir: Path | str | None = None) -> int:
+    """Removes trial dirs and empty trial cgroups left by processes that died without `stop()`.
+
+    Processes cannot outlive their exec (pid namespace + die-with-parent), so only files and empty
+    cgroup directories can be left; returns how many trial dirs were removed."""
+    from legorl.env.cgroups import layout
+
+    root = Path(root_dir) if root_dir else default_root()
+    removed = 0
+    for d in root.iterdir() if root.is_dir() else []:
+        try:
+            owner = int((d / "owner").read_text())
+        except (OSError, ValueError):
+            continue
+        if not _alive(owner):
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    for parent in set(layout().parents.values()):
+        for cg in parent.glob("legorl-*"):
+            owner = cg.name.split("-")[1]
+            if owner.isdigit() and not _alive(int(owner)):
+                with contextlib.suppress(OSError):
+                    cg.rmdir()
+    return removed
