@@ -216,3 +216,10 @@ def test_source_label(tmp_path):
     assert load_task(make_task(tmp_path, "a")).source == "local"
     assert load_task(make_task(tmp_path, "b"), source="mine").source == "mine"
     assert load_task(make_task(tmp_path, "c", toml='source = "harbor/tb2"\n'), source="mine").source == "harbor/tb2"
+
+
+def test_multi_step_task_is_one_clear_problem(tmp_path):
+    toml = 'schema_version = "1.1"\nartifacts = ["/app/x"]\n[[steps]]\nname = "a"\n[[steps]]\nname = "b"\n'
+    d = make_task(tmp_path, toml=toml, instruction=None, test_sh=None)
+    assert problems(d) == ["task.toml: multi-step task ([[steps]], 2 steps) is not supported: "
+                           "legorl runs single-step Harbor tasks"]

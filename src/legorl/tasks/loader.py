@@ -21,14 +21,14 @@ log = logging.getLogger(__name__)
 # Keys Harbor documents for task.toml. A key outside these is almost always a typo, which would
 # otherwise silently fall back to a default (e.g. an agent timeout that never applies).
 _TOP_KEYS = {"version", "schema_version", "source", "metadata", "task", "verifier", "agent",
-             "environment", "solution"}
+             "environment", "solution", "artifacts", "steps"}
 _SECTION_KEYS: dict[str, set[str]] = {
     "verifier": {"timeout_sec", "env", "user"},
     "agent": {"timeout_sec", "user"},
     "solution": {"env"},
     "environment": {"build_timeout_sec", "docker_image", "cpus", "memory", "memory_mb", "storage",
                     "storage_mb", "gpus", "gpu_types", "allow_internet", "workdir", "mcp_servers",
-                    "skills_dir", "env"},
+                    "skills_dir", "env", "healthcheck"},
 }
 _FREE_SECTIONS = {"metadata", "task"}  # free-form tables: any keys allowed
 _NUMBER = (int, float)
@@ -130,6 +130,10 @@ def _read_toml(path: Path, add) -> dict[str, Any] | None:
 
 def _validate_config(cfg: dict[str, Any], add) -> None:
     _check_keys("", cfg, _TOP_KEYS, add)
+    if "steps" in cfg:
+        n = len(cfg["steps"]) if isinstance(cfg["steps"], list) else "?"
+        add("task.toml", f"multi-step task ([[steps]], {n} steps) is not supported: legorl runs "
+                         "single-step Harbor tasks")
     for key, value in cfg.items():
         if key in _SECTION_KEYS or key in _FREE_SECTIONS:
             if not isinstance(value, dict):
@@ -248,7 +252,8 @@ def _load(task_dir: Path, source: str | None, strict: bool) -> tuple[Task | None
         if parsed is not None:
             cfg = parsed
             _validate_config(cfg, add)
-    instruction = _check_files(task_dir, cfg, add)
+    # A multi-step task keeps instructions and tests under steps/: one problem line says it all.
+    instruction = "" if "steps" in cfg else _check_files(task_dir, cfg, add)
     task_id = _task_id(task_dir, cfg, add)
     if problems:
         return None, problems
