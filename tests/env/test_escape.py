@@ -168,3 +168,32 @@ async def test_concurrent_sandboxes_leave_nothing(make_task, sandbox_root: Path)
     assert all(uid_processes(u) == [] for u in uids)
     assert not any(d.exists() for d in cgdirs)
     assert layout() is not None
+
+
+async def test_unix_socket_route_to_host_without_network(make_task, sandbox_root: Path) -> None:
+    """The one sanctioned way out: a host unix socket bound in (how an in-sandbox CLI reaches the proxy)."""
+    sock_dir = Path("/tmp") / f"legorl-sock-{os.getpid()}"
+    sock_dir.mkdir(mode=0o711, exist_ok=True)
+    path = sock_dir / "proxy.sock"
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"pong:" + await reader.readline())
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_unix_server(handle, path=str(path))
+    path.chmod(0o777)
+    try:
+        task = make_task()
+        async with LocalSandbox(task, root_dir=sandbox_root, extra_ro_binds={"/run/legorl": sock_dir}) as sb:
+            probe = (
+                'python3 -c \'import socket; s = socket.socket(socket.AF_UNIX); s.connect("/run/legorl/proxy.sock");'
+                ' s.sendall(b"ping\\n"); print(s.recv(100).decode())\''
+            )
+            r = await sb.exec(probe, timeout=20)
+            assert r.stdout.strip() == "pong:ping", r
+    finally:
+        server.close()
+        await server.wait_closed()
+        path.unlink(missing_ok=True)
+        sock_dir.rmdir()

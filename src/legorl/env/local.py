@@ -79,7 +79,7 @@ def default_root() -> Path:
 
 class LocalSandbox:
     """Sandbox over bubblewrap. Options: bwrap path, root_dir, uid, pids_max, rlimits, output_cap,
-    use_cgroups, network (None = the task's allow_internet)."""
+    use_cgroups, network (None = the task's allow_internet), extra_binds / extra_ro_binds."""
 
     def __init__(
         self,
@@ -93,6 +93,8 @@ class LocalSandbox:
         output_cap: int = DEFAULT_OUTPUT_CAP,
         use_cgroups: bool = True,
         network: bool | None = None,
+        extra_binds: dict[str, Path | str] | None = None,
+        extra_ro_binds: dict[str, Path | str] | None = None,
     ) -> None:
         self.task = task
         self.bwrap = bwrap
@@ -102,6 +104,10 @@ class LocalSandbox:
         self.output_cap = output_cap
         self.use_cgroups = use_cgroups
         self.network = task.limits.allow_internet if network is None else network
+        # Host paths to show inside (sandbox path -> host path), e.g. the directory holding the proxy's
+        # unix socket: path-based unix sockets work across network namespaces, TCP to the host does not.
+        self._extra = {k: Path(v) for k, v in (extra_binds or {}).items()}
+        self._extra_ro = {k: Path(v) for k, v in (extra_ro_binds or {}).items()}
         self.rlimits = rlimits or procs.Rlimits(
             file_size_mb=task.limits.storage_mb or 4096, nproc=max(pids_max, 64)
         )
@@ -171,13 +177,17 @@ class LocalSandbox:
         for f in ("passwd", "group"):
             os.chmod(self.root / "etc" / f, 0o644)
             self.ro_binds[f"/etc/{f}"] = self.root / "etc" / f
+        self.binds.update(self._extra)
+        self.ro_binds.update(self._extra_ro)
         self._setup_cgroup()
 
     def _setup_cgroup(self) -> None:
         notes = []
         if self.use_cgroups:
             assert self.root is not None
-            self.cgroup = TrialCgroup(f"legorl-{os.getpid()}-{uuid.uuid4().hex[:10]}")  # owner pid: see cleanup_stale
+            self.cgroup = TrialCgroup(
+                f"legorl-{os.getpid()}-{uuid.uuid4().hex[:10]}"
+            )  # owner pid: see cleanup_stale
             self.cgroup.create(self.task.limits.memory_mb, self.pids_max, self.task.limits.cpus)
             if self.cgroup.unavailable:
                 notes.append(f"cgroup controllers unavailable: {', '.join(self.cgroup.unavailable)}")
