@@ -24,7 +24,8 @@ from legorl.ops.metrics import MetricsLogger
 from legorl.tasks.model import Task
 from legorl.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from legorl.train.sampler import TaskSampler
-from legorl.workers.types import INFRA_OUTCOMES, TrialResult, TrialSpec
+from legorl.workers.filter import TrajectoryFilter
+from legorl.workers.types import TrialResult, TrialSpec
 
 
 class TrialRunner(Protocol):
@@ -70,12 +71,6 @@ def outcome_metrics(results: list[TrialResult], prefix: str) -> dict[str, float]
     return m
 
 
-def split_kept(results: list[TrialResult], drop: tuple[str, ...] = INFRA_OUTCOMES):
-    kept = [r for r in results if r.outcome not in drop and r.rollout is not None]
-    return kept, {"trajectory_filter/invalid_ratio": 1 - len(kept) / max(len(results), 1),
-                  "trajectory_filter/dropped": float(len(results) - len(kept))}
-
-
 class SyncLoop:
     def __init__(self, cfg: RunConfig, train_tasks: list[Task], val_tasks: list[Task], runner: TrialRunner,
                  step_trainer: Any, paths: RunPaths, on_line: Callable[[str], None] = print,
@@ -91,6 +86,7 @@ class SyncLoop:
         self.progress = progress  # optional rich-like object with start(tag, total) / advance() / stop()
         self.start_step = 1
         self.logger: MetricsLogger | None = None
+        self.filter = TrajectoryFilter()
 
     async def prepare(self, resume: bool, overwrite: bool) -> None:
         ckpt = latest_checkpoint(self.paths.checkpoints)
@@ -152,9 +148,10 @@ class SyncLoop:
             specs = self._specs(tasks, cfg.algorithm.n_resp_per_prompt, step, f"step_{step}")
             results = await self._collect(specs, cfg.rollout.temperature, f"step_{step}")
             t_roll = time.perf_counter() - t0
-            kept, fstats = split_kept(results)
-            metrics = await self.trainer.step([r.rollout for r in kept])
-            metrics.update(fstats)
+            kept, fstats = self.filter(results)
+            metrics = await self.trainer.step(kept)
+            metrics.update(fstats.metrics("trajectory_filter/"))
+            metrics["trajectory_filter/invalid_ratio"] = fstats.total_dropped / max(len(results), 1)
             metrics.update(outcome_metrics(results, "rollout"))
             metrics["timing/rollout_s"] = t_roll
             if t.test_freq and (step % t.test_freq == 0 or step == t.total_steps):

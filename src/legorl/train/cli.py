@@ -1,0 +1,60 @@
+"""`legorl train CONFIG [key=value ...]` and `legorl export`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def _fail(lines: list[str]) -> None:
+    for line in lines:
+        typer.echo(f"error: {line}", err=True)
+    raise typer.Exit(2)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("train")
+    def train_cmd(
+        config: Path = typer.Argument(..., help="Run config (TOML); see examples/demo.toml."),
+        overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. trainer.lr=1e-5"),
+        resume: bool = typer.Option(False, "--resume", help="Continue from the run's newest checkpoint."),
+        overwrite: bool = typer.Option(False, "--overwrite", help="Discard the run's old checkpoints."),
+        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (logs only)."),
+    ) -> None:
+        """Train a policy with online RL (sync loop): trials -> rewards -> update -> weight sync."""
+        import asyncio
+
+        from legorl.config import ConfigError, load_config
+
+        try:
+            cfg = load_config(config, overrides or [])
+        except ConfigError as exc:
+            _fail([f"{config}: {p}" for p in exc.problems])
+        from legorl.models import ModelNotFoundError
+        from legorl.tasks import TaskValidationError
+        from legorl.train.loop import RunDirExistsError
+        from legorl.train.run import train
+        from legorl.train.trainer import LogprobMismatchError
+
+        try:
+            asyncio.run(train(cfg, resume=resume, overwrite=overwrite, progress=not no_progress))
+        except (RunDirExistsError, ModelNotFoundError, TaskValidationError, NotImplementedError) as exc:
+            _fail([str(exc).splitlines()[0] if str(exc) else type(exc).__name__])
+        except LogprobMismatchError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(3) from None
+
+    @app.command("export")
+    def export_cmd(
+        checkpoint: Path = typer.Argument(..., help="A checkpoint dir (runs/<name>/checkpoints/step_N)."),
+        out: Path = typer.Argument(..., help="Where to write the HF model directory."),
+        model: str = typer.Option("smollm2-135m-instruct", help="The run's base model (config + tokenizer)."),
+    ) -> None:
+        """Export a checkpoint as a plain Hugging Face model directory."""
+        from legorl.models import resolve_model
+        from legorl.train.checkpoint import export_hf
+
+        if not (checkpoint / "model.safetensors").is_file():
+            _fail([f"{checkpoint}: not a legorl checkpoint (no model.safetensors)"])
+        typer.echo(str(export_hf(checkpoint, resolve_model(model), out)))

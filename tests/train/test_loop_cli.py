@@ -1,0 +1,123 @@
+"""`legorl train` end to end on the tiny model: a full sync step, kill -9 + --resume, bad configs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BASE = """
+[run]
+name = "t"
+output_dir = "{out}"
+[model]
+path = "{model}"
+[tasks]
+train = "builtin:shell-basics"
+val_fraction = 0.0
+[rollout]
+agent = "builtin"
+max_turns = 1
+max_response_len = 8
+concurrency = 4
+kv_budget_tokens = 8192
+[algorithm]
+n_resp_per_prompt = 2
+[trainer]
+train_batch_size = 2
+total_steps = {steps}
+lr = 1e-3
+save_freq = 1
+max_logprob_abs_diff = 1e-3
+"""
+
+
+def legorl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "legorl.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def write_cfg(tmp_path: Path, model: Path, steps: int) -> Path:
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(BASE.format(out=tmp_path / "runs", model=model, steps=steps))
+    return cfg
+
+
+def steps_logged(tmp_path: Path) -> list[int]:
+    path = tmp_path / "runs" / "t" / "logs" / "t.jsonl"
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.slow
+def test_one_sync_step_changes_weights_and_engine_serves_them(tiny_llama_dir, tmp_path):
+    import asyncio
+
+    from legorl.config import load_config
+    from legorl.train.run import train
+
+    cfg = load_config(write_cfg(tmp_path, tiny_llama_dir, 1))
+    lines: list[str] = []
+    history = asyncio.run(train(cfg, on_line=lines.append, progress=False))
+    assert len(history) == 1 and history[0]["step"] == 1
+    m = history[0]
+    assert m["weight_version"] == 1.0  # the engine was updated in place and serves version 1
+    assert m["rollout_corr/abs_diff_mean"] <= 1e-5
+    assert m["actor/grad_norm"] > 0
+    assert any(line.startswith("step:1 - ") for line in lines)
+    ckpt = tmp_path / "runs" / "t" / "checkpoints" / "step_1" / "model.safetensors"
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    trained = load_file(str(ckpt))
+    base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir).state_dict()
+    assert any(not (trained[k] == base[k]).all() for k in trained)
+
+
+@pytest.mark.slow
+def test_kill_then_resume_continues_without_lost_or_repeated_steps(tiny_llama_dir, tmp_path):
+    cfg = write_cfg(tmp_path, tiny_llama_dir, 3)
+    proc = subprocess.Popen([sys.executable, "-m", "legorl.cli", "train", str(cfg), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 400
+    try:
+        while time.time() < deadline and 1 not in steps_logged(tmp_path):
+            time.sleep(0.5)
+        assert 1 in steps_logged(tmp_path), "step 1 never finished"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert 3 not in steps_logged(tmp_path)
+    res = legorl("train", str(cfg), "--resume", "--no-progress")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "resumed from" in res.stdout
+    assert steps_logged(tmp_path) == [1, 2, 3]
+    again = legorl("train", str(cfg), "--no-progress")
+    assert again.returncode == 2 and "--resume" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer.lrr=1", "unknown key 'trainer.lrr'"),
+        ("trainer.lr=abc", "trainer.lr: Input should be a valid number"),
+        ("algorithm.n_resp_per_prompt=1", "group baselines need at least 2 responses"),
+    ],
+)
+def test_bad_config_is_one_line_and_exit_2(tmp_path, override, message):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[run]\nname = 'x'\n")
+    res = legorl("train", str(cfg), override)
+    assert res.returncode == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and message in lines[0], res.stderr
+
+
+def test_missing_config_file(tmp_path):
+    res = legorl("train", str(tmp_path / "nope.toml"))
+    assert res.returncode == 2 and "no such config file" in res.stderr
