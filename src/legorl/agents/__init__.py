@@ -1,1 +1,8 @@
+"""Scaffolds (agent harnesses). Each is registered by name here, one line per scaffold; the class is
+imported only when a run asks for it (`load_scaffold(name)`)."""
 
+from legorl.agents.base import register_scaffold
+
+register_scaffold("builtin", "legorl.agents.builtin:BuiltinScaffold")
+register_scaffold("oracle", "legorl.agents.harbor_like:OracleScaffold")
+register_scaffold("nop", "legorl.agents.harbor_like:NopScaffold")

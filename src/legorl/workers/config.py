@@ -1,0 +1,42 @@
+"""Worker settings: what to run (scaffold, limits), where (sandbox backend) and how many at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from legorl.agents.base import ScaffoldLimits
+
+
+@dataclass
+class WorkerConfig:
+    """Plain data, so a Ray actor can be built from it later.
+
+    Concurrency has one knob per resource: `max_trials` bounds trials in flight (incl. verification),
+    `max_sandboxes` live sandboxes, `max_scaffolds` scaffolds talking to the policy at once.
+    A trial takes a sandbox before a scaffold slot, always in that order (no deadlock).
+    """
+
+    scaffold: str = "builtin"  # registered name or "module:Class"
+    scaffold_kwargs: dict[str, Any] = field(default_factory=dict)
+    limits: ScaffoldLimits = field(default_factory=ScaffoldLimits)
+    backend: str = "local"
+    sandbox_opts: dict[str, Any] = field(default_factory=dict)
+    max_trials: int = 16
+    max_sandboxes: int = 16
+    max_scaffolds: int = 16
+    agent_timeout_sec: float | None = None  # None: the task's [agent] timeout_sec
+    verifier_timeout_sec: float | None = None  # None: the task's [verifier] timeout_sec
+    setup_timeout_sec: float | None = None  # None: the task's build_timeout_sec
+    grace_sec: float = 15.0  # extra wall time before a hung verifier / sandbox call is abandoned
+    output_root: Path | None = None  # artifacts under <root>/trials/<exp>/step_<n>/<trial_id>/
+    exp_name: str = "default"
+    zero_reward_on_tamper: bool = True  # a verifier guard flag (reward hacking attempt) scores 0
+
+    def __post_init__(self) -> None:
+        for name in ("max_trials", "max_sandboxes", "max_scaffolds"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.output_root is not None:
+            self.output_root = Path(self.output_root)

@@ -1,0 +1,274 @@
+"""AgentLoopWorker: one trial = sandbox -> proxy session -> scaffold -> verifier -> TrialResult.
+
+Outcome rules (first match wins):
+- the sandbox does not start (or times out starting)            -> env_setup_failed (nothing else runs)
+- the verifier times out, crashes or writes no usable reward     -> verifier_error (reward None)
+- the scaffold ran past the agent timeout                        -> timeout
+- the proxy refused a call for the context window / the scaffold said so -> context_overflow
+- the scaffold raised, or ended with exit status "error"         -> agent_error
+- the session's tokens cannot be trained on (policy token without logprob) -> agent_error, no rollout
+- otherwise reward >= 1 -> solved, else failed.
+After a timeout, overflow or scaffold crash the trial is still verified (as Harbor does) and the
+reward is kept next to the non-solved outcome, so eval can report it and the filter can decide.
+Tokens generated before a crash or timeout are kept: the session is closed in a `finally`, and the
+sandbox is stopped in a `finally` (which kills whatever the scaffold left running in it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from legorl.agents.base import Scaffold, ScaffoldResult, load_scaffold
+from legorl.env import SandboxError, make_sandbox, verify
+from legorl.env.base import Sandbox
+from legorl.env.verifier import VerifyResult
+from legorl.workers.artifacts import TrialDir, slug, write_result
+from legorl.workers.config import WorkerConfig
+from legorl.workers.endpoints import EndpointProvider
+from legorl.workers.rollouts import RolloutError, build_rollout
+from legorl.workers.types import Outcome, TrialResult, TrialSpec
+
+log = logging.getLogger(__name__)
+OnResult = Callable[[TrialResult], Awaitable[None] | None]
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+
+
+class AgentLoopWorker:
+    """Runs trials concurrently in one asyncio loop; no Ray, no globals (wrap it in an actor later)."""
+
+    def __init__(self, config: WorkerConfig, endpoints: EndpointProvider,
+                 make_sandbox_fn: Callable[..., Sandbox] = make_sandbox):
+        self.config = config
+        self.endpoints = endpoints
+        self._make_sandbox = make_sandbox_fn
+        self._trials = asyncio.Semaphore(config.max_trials)
+        self._sandboxes = asyncio.Semaphore(config.max_sandboxes)
+        self._scaffolds = asyncio.Semaphore(config.max_scaffolds)
+
+    # -- many trials ---------------------------------------------------------------------------
+    async def run_trials(self, specs: Sequence[TrialSpec], on_result: OnResult | None = None) -> list[TrialResult]:
+        """All trials, at most `max_trials` at once; results in input order; `on_result` per finished one."""
+
+        async def one(spec: TrialSpec) -> TrialResult:
+            res = await self.run_trial(spec)
+            if on_result is not None:
+                ret = on_result(res)
+                if asyncio.iscoroutine(ret):
+                    await ret
+            return res
+
+        return list(await asyncio.gather(*(one(s) for s in specs)))
+
+    # -- one trial -----------------------------------------------------------------------------
+    def with_id(self, spec: TrialSpec) -> TrialSpec:
+        if spec.trial_id:
+            return spec
+        tid = f"{slug(spec.task.id, 40)}.a{spec.attempt}.{uuid.uuid4().hex[:8]}"
+        return dataclasses.replace(spec, trial_id=tid)
+
+    async def run_trial(self, spec: TrialSpec) -> TrialResult:
+        spec = self.with_id(spec)
+        async with self._trials:
+            return await _Trial(self, spec).run()
+
+
+class _Trial:
+    """The state of one trial while it runs (kept out of the worker so trials never share it)."""
+
+    def __init__(self, worker: AgentLoopWorker, spec: TrialSpec):
+        self.w, self.spec, self.cfg = worker, spec, worker.config
+        self.task = spec.task
+        self.timings: dict[str, float] = {}
+        self.meta: dict[str, Any] = {}
+        self.agent_outcome: Outcome | None = None
+        self.agent_reason = ""
+        self.sres: ScaffoldResult | None = None
+        self.record: Any = None
+        self.vres: VerifyResult | None = None
+
+    def _timed(self, name: str, t0: float) -> None:
+        self.timings[name] = self.timings.get(name, 0.0) + time.monotonic() - t0
+
+    async def run(self) -> TrialResult:
+        t_start = time.monotonic()
+        tdir = TrialDir(self.cfg.output_root, self.cfg.exp_name, self.spec.step, self.spec.trial_id)
+        try:
+            async with self.w._sandboxes:
+                sandbox = await self._start_sandbox()
+                if sandbox is None:
+                    result = self._result(tdir, t_start)
+                else:
+                    try:
+                        await self._agent_phase(sandbox, tdir)
+                        await self._verify_phase(sandbox, tdir)
+                    finally:
+                        await self._stop(sandbox)
+                    result = self._result(tdir, t_start)
+            if tdir.persistent:
+                write_result(tdir.path / "result.json", result)
+            return result
+        finally:
+            tdir.cleanup()
+
+    async def _start_sandbox(self) -> Sandbox | None:
+        t0 = time.monotonic()
+        limit = self.cfg.setup_timeout_sec or self.task.build_timeout_sec
+        sandbox: Sandbox | None = None
+        try:
+            sandbox = self.w._make_sandbox(self.task, backend=self.cfg.backend, **self.cfg.sandbox_opts)
+            await asyncio.wait_for(sandbox.start(), limit)
+            return sandbox
+        except (Exception, TimeoutError) as exc:
+            why = f"sandbox start timed out after {limit:.0f}s" if isinstance(exc, TimeoutError) else _short(exc)
+            self.agent_outcome, self.agent_reason = "env_setup_failed", why
+            if sandbox is not None:
+                await self._stop(sandbox)
+            return None
+        finally:
+            self._timed("sandbox_start", t0)
+
+    async def _stop(self, sandbox: Sandbox) -> None:
+        t0 = time.monotonic()
+        try:
+            await asyncio.shield(asyncio.wait_for(sandbox.stop(), 60))
+        except (Exception, TimeoutError) as exc:  # a stop failure must not hide the trial's result
+            log.warning("trial %s: sandbox stop failed: %s", self.spec.trial_id, _short(exc))
+            self.meta["sandbox_stop_error"] = _short(exc)
+        self._timed("sandbox_stop", t0)
+
+    def _limits(self) -> tuple[float, Any]:
+        timeout = self.cfg.agent_timeout_sec or self.task.agent_timeout_sec
+        return timeout, dataclasses.replace(self.cfg.limits, timeout_sec=timeout)
+
+    async def _agent_phase(self, sandbox: Sandbox, tdir: TrialDir) -> None:
+        timeout, limits = self._limits()
+        endpoint, handle = self.w.endpoints.open(
+            {"trial_id": self.spec.trial_id, "task_id": self.task.id, "attempt": self.spec.attempt}
+        )
+        t0 = time.monotonic()
+        try:
+            scaffold: Scaffold = load_scaffold(self.cfg.scaffold, **self.cfg.scaffold_kwargs)
+            async with self.w._scaffolds:
+                t0 = time.monotonic()
+                try:
+                    async with asyncio.timeout(timeout) as cm:
+                        self.sres = await scaffold.run(self.task.instruction, sandbox, endpoint, limits, tdir.agent)
+                except TimeoutError:
+                    if not cm.expired():
+                        raise
+                    self.agent_outcome = "timeout"
+                    self.agent_reason = f"agent ran past its {timeout:.0f}s timeout"
+        except Exception as exc:
+            self.agent_outcome, self.agent_reason = "agent_error", f"scaffold crashed: {_short(exc)}"
+            (tdir.agent / "error.txt").write_text("".join(traceback.format_exception(exc)))
+        finally:
+            self._timed("agent", t0)
+            t1 = time.monotonic()
+            try:
+                self.record = await self.w.endpoints.close(handle, tdir.out)
+            except Exception as exc:
+                self.meta["session_close_error"] = _short(exc)
+            self._timed("session_close", t1)
+        self._classify_agent()
+
+    def _classify_agent(self) -> None:
+        if self.sres is not None:
+            self.meta["exit_status"] = self.sres.exit_status
+            self.meta.update({f"scaffold_{k}": v for k, v in self.sres.metadata.items() if _jsonable(v)})
+        if self.agent_outcome is not None:
+            return
+        overflow = bool(self.record is not None and self.record.context_overflow)
+        if overflow or (self.sres is not None and self.sres.exit_status == "context_overflow"):
+            self.agent_outcome = "context_overflow"
+            self.agent_reason = "the conversation outgrew the model's context window"
+        elif self.sres is not None and self.sres.exit_status == "error":
+            self.agent_outcome = "agent_error"
+            self.agent_reason = f"scaffold error: {self.sres.error or 'unspecified'}"
+
+    async def _verify_phase(self, sandbox: Sandbox, tdir: TrialDir) -> None:
+        t0 = time.monotonic()
+        limit = self.cfg.verifier_timeout_sec or self.task.verifier_timeout_sec
+        try:
+            self.vres = await asyncio.wait_for(verify(sandbox, self.task, timeout=limit), limit + self.cfg.grace_sec)
+        except TimeoutError:
+            self.vres = VerifyResult(None, outcome="verifier_error", reason=f"verifier hung past {limit:.0f}s")
+        except (Exception, SandboxError) as exc:
+            self.vres = VerifyResult(None, outcome="verifier_error", reason=f"verifier crashed: {_short(exc)}")
+        self._timed("verify", t0)
+        v = self.vres
+        tdir.write_text(
+            "verifier.log",
+            f"outcome: {v.outcome}\nreward: {v.reward}\nrewards: {v.rewards}\nexit_code: {v.exit_code}\n"
+            f"reason: {v.reason}\nflags: {v.flags}\n--- stdout (tail)\n{v.stdout_tail}\n"
+            f"--- stderr (tail)\n{v.stderr_tail}\n",
+        )
+
+    def _result(self, tdir: TrialDir, t_start: float) -> TrialResult:
+        outcome, reason, reward = self._outcome()
+        rollout = None
+        try:
+            rollout = build_rollout(self.record, self.spec)
+        except RolloutError as exc:
+            outcome, reason = "agent_error", f"unusable tokens: {exc}"
+        turns = self.sres.turns if self.sres else (self.record.counters.calls if self.record else 0)
+        duration = time.monotonic() - t_start
+        self.timings["total"] = duration
+        if self.record is not None:
+            self.meta["counters"] = dataclasses.asdict(self.record.counters)
+        if rollout is not None:
+            rollout.reward, rollout.outcome, rollout.reason = float(reward or 0.0), outcome, reason
+            rollout.num_turns, rollout.timings = turns, dict(self.timings)
+            rollout.metadata["artifacts_dir"] = str(tdir.path) if tdir.persistent else None
+        return TrialResult(
+            spec=self.spec, outcome=outcome, reason=reason, reward=reward, rollout=rollout, turns=turns,
+            duration_s=duration, artifacts_dir=str(tdir.path) if tdir.persistent else None,
+            timings=dict(self.timings), metadata=self.meta,
+        )
+
+    def _outcome(self) -> tuple[Outcome, str, float | None]:
+        if self.agent_outcome == "env_setup_failed":
+            return "env_setup_failed", self.agent_reason, None
+        v = self.vres
+        if v is None or not v.ok or v.reward is None:
+            why = v.reason if v is not None else "not verified"
+            if self.agent_outcome:
+                why += f" (after {self.agent_outcome}: {self.agent_reason})"
+            return "verifier_error", why, None
+        reward = float(v.reward)
+        self.meta["rewards"] = dict(v.rewards)
+        if v.flags:
+            self.meta["verifier_flags"] = list(v.flags)
+            if self.cfg.zero_reward_on_tamper and reward != 0.0:
+                self.meta["reward_before_guard"] = reward
+                reward = 0.0
+        if self.agent_outcome is not None:
+            return self.agent_outcome, self.agent_reason, reward
+        if v.flags:
+            return "failed", f"verifier guard flagged the trial: {'; '.join(v.flags)[:300]}", reward
+        return ("solved" if reward >= 1.0 else "failed"), "", reward
+
+
+def _jsonable(v: Any) -> bool:
+    return isinstance(v, str | int | float | bool | type(None) | list | dict)
+
+
+async def run_trials(
+    specs: Sequence[TrialSpec],
+    endpoints: EndpointProvider,
+    config: WorkerConfig | None = None,
+    on_result: OnResult | None = None,
+) -> list[TrialResult]:
+    """Convenience: one worker, all `specs`, results in input order (`on_result` for progress bars)."""
+    worker = AgentLoopWorker(config or WorkerConfig(), endpoints)
+    return await worker.run_trials(specs, on_result)
