@@ -9,16 +9,13 @@ State lives in per-trial host directories, so each `exec` is an independent bwra
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import fcntl
 import logging
 import os
 import re
 import shutil
 import tarfile
 import tempfile
-import threading
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
@@ -28,53 +25,12 @@ from legorl.env.base import ExecResult, SandboxError
 from legorl.env.bwrap import DEFAULT_BWRAP, SANDBOX_HOME, BwrapSpec, base_env, check_bwrap, passwd_files
 from legorl.env.cgroups import TrialCgroup
 from legorl.env.output import DEFAULT_OUTPUT_CAP, tail
+from legorl.env.trialdirs import UIDS, cleanup_stale, default_root
 from legorl.tasks.model import Task
 
 log = logging.getLogger(__name__)
 
 DOWNLOAD_CAP = 1 << 30  # a download larger than this is refused rather than held in memory
-
-
-class _UidPool:
-    """Distinct uids per live trial, across processes: RLIMIT_NPROC is per uid, and file modes then
-    separate trials. A uid is held by an flock on a file, released on stop or when the process dies."""
-
-    def __init__(self, base: int = 61000, size: int = 1000) -> None:
-        self.base, self.size = base, size
-        self._held: dict[int, int] = {}  # uid -> fd of its lock file
-        self._lock = threading.Lock()
-        self._next = os.getpid() % size  # processes start at different offsets: fewer collisions
-
-    def take(self, lock_dir: Path) -> int:
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            for _ in range(self.size):
-                uid = self.base + self._next
-                self._next = (self._next + 1) % self.size
-                if uid in self._held:
-                    continue
-                fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    os.close(fd)
-                    continue
-                self._held[uid] = fd
-                return uid
-        raise SandboxError(f"all {self.size} sandbox uids from {self.base} are in use")
-
-    def give(self, uid: int) -> None:
-        with self._lock:
-            fd = self._held.pop(uid, None)
-        if fd is not None:
-            os.close(fd)
-
-
-UIDS = _UidPool()
-
-
-def default_root() -> Path:
-    return Path(tempfile.gettempdir()) / "legorl-sandboxes"
 
 
 class LocalSandbox:
@@ -144,7 +100,7 @@ class LocalSandbox:
         if self._uid_opt is not None:
             self.uid = self._uid_opt
         elif root_user:
-            self.uid, self._pooled_uid = UIDS.take(Path(tempfile.gettempdir()) / "legorl-uids"), True
+            self.uid, self._pooled_uid = UIDS.take(), True
         else:
             self.uid = os.getuid()
         self.gid = self.uid if root_user else os.getgid()
@@ -405,37 +361,4 @@ class LocalSandbox:
         }
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def cleanup_stale(root_dir: Path | str | None = None) -> int:
-    """Removes trial dirs and empty trial cgroups left by processes that died without `stop()`.
-
-    Processes cannot outlive their exec (pid namespace + die-with-parent), so only files and empty
-    cgroup directories can be left; returns how many trial dirs were removed."""
-    from legorl.env.cgroups import layout
-
-    root = Path(root_dir) if root_dir else default_root()
-    removed = 0
-    for d in root.iterdir() if root.is_dir() else []:
-        try:
-            owner = int((d / "owner").read_text())
-        except (OSError, ValueError):
-            continue
-        if not _alive(owner):
-            shutil.rmtree(d, ignore_errors=True)
-            removed += 1
-    for parent in set(layout().parents.values()):
-        for cg in parent.glob("legorl-*"):
-            owner = cg.name.split("-")[1]
-            if owner.isdigit() and not _alive(int(owner)):
-                with contextlib.suppress(OSError):
-                    cg.rmdir()
-    return removed
+__all__ = ["LocalSandbox", "cleanup_stale"]
