@@ -54,15 +54,12 @@ class Capture:
         session.counters.calls += 1
         self._validate(req)
         plan = await self._plan(session, req)
-        key = id(plan.branch)
-        if plan.kind != "new":
-            session.busy[key] = asyncio.Event()
+        key = _busy_key(plan)
+        session.busy[key] = asyncio.Event()
         try:
             return await self._run(session, req, plan)
         finally:
-            ev = session.busy.pop(key, None)
-            if ev is not None:
-                ev.set()
+            session.busy.pop(key).set()
 
     @staticmethod
     def _validate(req: ChatRequest) -> None:
@@ -75,10 +72,12 @@ class Capture:
             raise ProxyError(400, err, param="messages")
 
     async def _plan(self, session: Session, req: ChatRequest) -> Plan:
-        """Plan against the current branches; wait while the target branch has a call in flight."""
+        """Plan against the current branches; wait while the target branch (or, for a new branch, a
+        first call with the same anchor) has a call in flight, so a client's timeout-retry lands as a
+        retry of that branch instead of a duplicate."""
         while True:
             plan = plan_call(self.renderer, session.branches, req.messages, req.tools)
-            ev = session.busy.get(id(plan.branch)) if plan.kind != "new" else None
+            ev = session.busy.get(_busy_key(plan))
             if ev is None:
                 return plan
             await ev.wait()
@@ -169,9 +168,11 @@ class Capture:
             c.new_branches += 1
         elif plan.kind == "rewrite":
             c.rewrites += 1
+            c.retries += plan.retry
             c.dropped_tokens += b.truncate(plan.fork)
         else:
             c.extensions += 1
+            c.template_drift += plan.drift
         c.boundary_mismatches += not plan.boundary_exact
         n = len(plan.new_ids)
         if lps is not None:
@@ -204,3 +205,7 @@ class Capture:
             out.cached_prompt_tokens, kept, list(out.logprobs[: len(kept)]),
         )
 
+
+
+def _busy_key(plan: Plan) -> object:
+    return ("new", plan.branch.anchor) if plan.kind == "new" else id(plan.branch)

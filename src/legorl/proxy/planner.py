@@ -35,6 +35,8 @@ class Plan:
     messages: list[Message]
     checkpoints: dict[int, int] = field(default_factory=dict)
     boundary_exact: bool = True
+    drift: bool = False  # extension whose template re-rendered the previous reply differently
+    retry: bool = False  # rewrite whose history is a prefix of the branch's (the same question again)
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -84,21 +86,39 @@ def plan_call(
 def _extend(
     renderer: ChatRenderer, b: Branch, messages: list[Message], tools: list[ToolSpec], full: str
 ) -> Plan | None:
-    """Append-only plan, or None when the template output does not line up (then: rewrite)."""
+    """Append-only plan, or None when the template output does not line up (then: rewrite).
+
+    Normal case: the render up to the reply is a prefix of the full render; the new text is the
+    template's text after the stop token the model emitted, then everything after that render.
+    Drift case: the template renders the last reply differently once more turns follow (e.g. it drops
+    past reasoning); the reply's tokens stay as sampled and the new text starts after the first turn
+    end following the previous prompt.
+    """
     s = len(b.messages)
-    base = renderer.render(messages[:s], tools, add_generation_prompt=False)
-    if not (base.startswith(b.last_prompt_text) and full.startswith(base)):
+    prev = b.last_prompt_text
+    if not full.startswith(prev):
         return None
-    region = base[len(b.last_prompt_text) :]  # the reply as the template renders it, + turn end
+    stop_text = None
     if b.reply_stop_id is not None:
         stop_text = renderer.stop_texts.get(b.reply_stop_id) or renderer.decode([b.reply_stop_id])
+    base = renderer.render(messages[:s], tools, add_generation_prompt=False)
+    if not (full.startswith(base) and base.startswith(prev)):
+        hits = [(i, t) for t in ([stop_text] if stop_text else renderer.stop_texts.values())
+                if (i := full.find(t, len(prev))) >= 0]
+        if not hits:
+            return None
+        idx, t = min(hits)
+        new_text = full[idx + len(t) :] if stop_text else full[idx:]
+        exact = renderer.join_exact(b.ids, new_text)
+        return Plan("extend", b, len(b.ids), renderer.encode(new_text), full, messages, {}, exact, drift=True)
+    region = base[len(prev) :]  # the reply as the template renders it, + turn end
+    if stop_text is not None:
         idx = region.rfind(stop_text)
         if idx < 0:
             return None
         tail = region[idx + len(stop_text) :]
     else:  # the model did not close its turn: the template's turn end is new context
-        hits = [region.rfind(t) for t in renderer.stop_texts.values()]
-        idx = max(hits, default=-1)
+        idx = max((region.rfind(t) for t in renderer.stop_texts.values()), default=-1)
         tail = region[idx:] if idx >= 0 else ""
     rest = full[len(base) :]
     exact = renderer.join_exact(b.ids, tail + rest)
@@ -123,4 +143,5 @@ def _rewrite(
     fork = b.checkpoints[k]
     new_ids = renderer.encode(full[len(base) :])
     exact = renderer.join_exact(b.ids[:fork], full[len(base) :])
-    return Plan("rewrite", b, fork, new_ids, full, messages, {}, exact)
+    retry = shared == len(messages)
+    return Plan("rewrite", b, fork, new_ids, full, messages, {}, exact, retry=retry)

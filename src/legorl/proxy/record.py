@@ -19,6 +19,8 @@ class Counters:
     calls: int = 0
     extensions: int = 0  # calls whose history extended a branch exactly
     rewrites: int = 0  # calls whose history diverged from a branch (scaffold rewrote history)
+    retries: int = 0  # rewrites whose history is a prefix of the branch's (the same question again)
+    template_drift: int = 0  # extensions where the template re-rendered the previous reply differently
     new_branches: int = 0  # sub-sessions (plus the first call's main branch)
     dropped_tokens: int = 0  # accumulator tokens replaced by a rewrite (kept in `superseded`)
     recomputed_tokens: int = 0  # rewritten tokens scored with prompt_logprobs

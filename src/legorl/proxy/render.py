@@ -17,7 +17,7 @@ from typing import Any
 
 from legorl.models.chat import encode_text, stop_token_ids, supports_tools
 from legorl.proxy.errors import ProxyError
-from legorl.proxy.messages import Message, ToolSpec
+from legorl.proxy.messages import Message, ToolCall, ToolSpec
 from legorl.proxy.parsers import ToolParser
 
 
@@ -31,6 +31,11 @@ class ChatRenderer:
         added = tokenizer.added_tokens_decoder  # id -> AddedToken
         self.special_ids = {i for i, t in added.items() if t.special} | set(tokenizer.all_special_ids)
         self.special_texts = tuple(sorted({added[i].content for i in added if i in self.special_ids}, key=len))
+        self._backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._compiled = _compiled_template(tokenizer)
+        self._template_kwargs = dict(getattr(tokenizer, "special_tokens_map", {}) or {})
+        if not self._fast_paths_agree():
+            self._compiled = self._backend = None
 
     # -- rendering ------------------------------------------------------------------------------
     def template_messages(
@@ -80,15 +85,42 @@ class ChatRenderer:
             return ""
         msgs, tool_arg = self.template_messages(messages, tools)
         try:
-            return self.tok.apply_chat_template(
-                msgs, tools=tool_arg, tokenize=False, add_generation_prompt=add_generation_prompt
-            )
+            return self._render_dicts(msgs, tool_arg, add_generation_prompt)
         except Exception as exc:  # template-level refusals (e.g. "roles must alternate") are the caller's fault
             raise ProxyError(400, f"the chat template rejected the messages: {exc}") from exc
 
+    def _render_dicts(self, msgs: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gen: bool) -> str:
+        if self._compiled is not None:  # the template HF compiled, without apply_chat_template's overhead
+            return self._compiled.render(
+                messages=msgs, tools=tools, documents=None, add_generation_prompt=gen, **self._template_kwargs
+            )
+        return self.tok.apply_chat_template(msgs, tools=tools, tokenize=False, add_generation_prompt=gen)
+
+    def _fast_paths_agree(self) -> bool:
+        """The fast render/encode paths are used only if they reproduce HF's own on probe conversations."""
+        probe = [Message("user", "Hi <b>there</b>\n  x"), Message("assistant", "ok", [ToolCall("c", "f", {"a": 1})]),
+                 Message("tool", "42", tool_call_id="c"), Message("user", "and?")]
+        tools = [ToolSpec("f", "probe", {"type": "object", "properties": {"a": {"type": "integer"}}})]
+        try:
+            for msgs, tl in ((probe[:1], []), (probe, tools), ([Message("system", "s"), *probe], tools)):
+                dicts, tool_arg = self.template_messages(msgs, tl)
+                for gen in (True, False):
+                    slow = self.tok.apply_chat_template(dicts, tools=tool_arg, tokenize=False, add_generation_prompt=gen)
+                    if self._compiled is not None and self._render_dicts(dicts, tool_arg, gen) != slow:
+                        return False
+                    if self._backend is not None and self.encode(slow) != encode_text(self.tok, slow):
+                        return False
+        except Exception:
+            return False
+        return True
+
     # -- tokens ---------------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
-        return encode_text(self.tok, text) if text else []
+        if not text:
+            return []
+        if self._backend is not None:
+            return self._backend.encode(text, add_special_tokens=False).ids
+        return encode_text(self.tok, text)
 
     def decode(self, ids: list[int]) -> str:
         return self.tok.decode(ids, skip_special_tokens=False)
@@ -112,3 +144,15 @@ class ChatRenderer:
             j -= 1
         tail = left_ids[j:]
         return self.encode(self.decode(tail) + new_text) == tail + self.encode(new_text)
+
+
+def _compiled_template(tokenizer: Any) -> Any:
+    template = getattr(tokenizer, "chat_template", None)
+    if not isinstance(template, str):
+        return None
+    try:
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+
+        return _compile_jinja_template(template)
+    except Exception:  # a transformers without it: apply_chat_template is the fallback
+        return None

@@ -163,6 +163,9 @@ class ProxyServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         """One list readable by both clients (OpenAI and Anthropic field names side by side)."""
+        sid = request.match_info.get("session_id")
+        if sid is not None and (sid not in self.sessions or self.sessions[sid].closed):
+            return error_response("openai", ProxyError(404, "unknown or closed session"))
         name = self.config.model_name
         entry = {"id": name, "object": "model", "created": 0, "owned_by": "legorl", "type": "model",
                  "display_name": name, "created_at": "1970-01-01T00:00:00Z"}

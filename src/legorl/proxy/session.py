@@ -24,7 +24,7 @@ class Session:
     closed: bool = False
     opened_at: float = field(default_factory=time.time)
     closed_at: float = 0.0
-    busy: dict[int, asyncio.Event] = field(default_factory=dict)  # id(branch) -> set when its call commits
+    busy: dict[object, asyncio.Event] = field(default_factory=dict)  # branch (or new anchor) -> call done
     inflight: set[str] = field(default_factory=set)  # engine request ids
 
     @property
