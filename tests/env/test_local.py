@@ -124,3 +124,16 @@ async def test_cleanup_stale_removes_orphans_only(make_task, sandbox_root: Path)
         (orphan / "owner").write_text("999999999")  # no such pid
         assert cleanup_stale(sandbox_root) == 1
         assert not orphan.exists() and live.root is not None and live.root.exists()
+
+
+async def test_bwrap_that_cannot_sandbox_says_why(make_task, sandbox_root: Path) -> None:
+    fake = sandbox_root.parent / f"{sandbox_root.name}-fake-bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    try:
+        sb = LocalSandbox(make_task(), bwrap=str(fake), root_dir=sandbox_root)
+        with pytest.raises(SandboxError, match="user namespaces"):
+            await sb.start()
+        assert sb.root is None
+    finally:
+        fake.unlink()

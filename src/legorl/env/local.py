@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 DOWNLOAD_CAP = 1 << 30  # a download larger than this is refused rather than held in memory
 
 
+_PROBED: set[str] = set()
+
+
 class LocalSandbox:
     """Sandbox over bubblewrap. Options: bwrap path, root_dir, uid, pids_max, rlimits, output_cap,
     use_cgroups, network (None = the task's allow_internet), extra_binds / extra_ro_binds."""
@@ -88,12 +91,27 @@ class LocalSandbox:
         try:
             await asyncio.to_thread(self._setup_dirs)
             self._started = True
+            await self._probe()
             from legorl.env.localbuild import prepare_workdir
 
             await prepare_workdir(self)
         except BaseException:
             await self.stop()
             raise
+
+    async def _probe(self) -> None:
+        """Once per process and bwrap path: a sandbox that cannot start fails here, with the fix."""
+        if self.bwrap in _PROBED:
+            return
+        out, _ = await self.run_argv(["/bin/true"], cwd="/", timeout=30)
+        if out.exit_code != 0:
+            err = out.stderr.decode(errors="replace").strip()
+            raise SandboxError(
+                f"bubblewrap cannot create a sandbox on this host: {err or out.exit_code}. It needs unprivileged "
+                "user namespaces (sysctl user.max_user_namespaces > 0; on Debian/Ubuntu also "
+                "kernel.unprivileged_userns_clone=1 / kernel.apparmor_restrict_unprivileged_userns=0)."
+            )
+        _PROBED.add(self.bwrap)
 
     def _setup_dirs(self) -> None:
         root_user = os.geteuid() == 0
