@@ -302,7 +302,7 @@ def find_task_dirs(root: str | Path) -> list[Path]:
     if not root.is_dir():
         return found
     for child in sorted(root.iterdir()):
-        if child.is_dir() and not child.name.startswith((".", "_")):
+        if child.is_dir() and not child.name.startswith(".") and child.name != "__pycache__":
             found.extend(find_task_dirs(child))
     return found
 
