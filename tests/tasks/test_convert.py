@@ -160,6 +160,9 @@ def test_cli_convert(tmp_path):
         r = CliRunner().invoke(app, ["tasks", "convert", str(records), "-o", str(tmp_path / "out"),
                                      "--overwrite", "--check"])
         assert r.exit_code == 0 and "ok: 2 task(s) score 1 with the oracle and 0 untouched" in r.output, r.output
+    as_list = tmp_path / "r.json"
+    as_list.write_text(json.dumps([record(instance_id="calc-3")]))
+    assert [d.name for d in convert_file(as_list, tmp_path / "out")] == ["calc-3"]
     records.write_text("{not json\n")
     r = CliRunner().invoke(app, ["tasks", "convert", str(records), "-o", str(tmp_path / "out2")])
     assert r.exit_code == 2 and "r.jsonl:1: invalid JSON" in r.output

@@ -134,7 +134,7 @@ def builtin_cmd() -> None:
 
 @tasks_app.command("convert")
 def convert_cmd(
-    records: Path = typer.Argument(..., help="SWE-bench-style records (.jsonl, one JSON object per line)."),
+    records: Path = typer.Argument(..., help="SWE-bench-style records (.jsonl, or .json holding a list)."),
     out: Path = typer.Option(..., "-o", "--out", help="Directory to write task dirs into."),
     source: str = typer.Option("converted", help="[metadata].source written into each task."),
     overwrite: bool = typer.Option(False, help="Replace task dirs that already exist."),

@@ -300,9 +300,18 @@ def convert_records(raws: list[dict[str, Any]], out_dir: str | Path, base: Path 
 
 def convert_file(path: str | Path, out_dir: str | Path, source: str = "converted",
                  overwrite: bool = False) -> list[Path]:
-    """Convert a .jsonl file (snapshot directories resolve relative to it)."""
+    """Convert a .jsonl file, or a .json list (snapshot directories resolve relative to it)."""
     path = Path(path)
-    raws = []
+    raws: list[Any] = []
+    if path.suffix == ".json":
+        try:
+            raws = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ConversionError(f"{path}: invalid JSON: {exc}") from None
+        if not isinstance(raws, list):
+            raise ConversionError(f"{path}: a .json file must hold a list of records")
+        return convert_records(raws, out_dir, base=path.parent, source=source, overwrite=overwrite,
+                               where=f"{path.name} record")
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             try:
