@@ -1,0 +1,150 @@
+"""mini-swe-agent through the real `mini` CLI: model calls through the proxy, commands in the sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from legorl.agents.base import ScaffoldLimits, SessionEndpoint
+from legorl.agents.install import AgentNotInstalledError
+from legorl.agents.mini_swe import MiniSweAgent
+from legorl.env.local import LocalSandbox
+from legorl.models.chat import encode_text
+from legorl.proxy import ProxyConfig, ProxyServer
+from legorl.serving.manager import SingleReplicaManager
+from legorl.serving.types import GenerateRequest, TokenOutput
+from legorl.tasks.model import Task, TaskLimits
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("minisweagent") is None,
+    reason="mini-swe-agent is not installed (legorl agents install mini-swe-agent)",
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_stack(tiny_llama_dir):
+    from legorl.models.chat import load_tokenizer
+    from legorl.serving.embedded import EmbeddedEngine
+
+    engine = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=16384, seed=0)
+    yield SingleReplicaManager(engine, engine.max_model_len), load_tokenizer(tiny_llama_dir)
+    asyncio.run(engine.close())
+
+
+@pytest.fixture
+def task(tmp_path: Path) -> Task:
+    root = tmp_path / "task"
+    (root / "environment").mkdir(parents=True)
+    (root / "environment" / "hello.txt").write_text("hi\n")
+    (root / "tests").mkdir()
+    return Task(id="mini-t", path=root, instruction="create done.txt", limits=TaskLimits(memory_mb=1024))
+
+
+@pytest.fixture
+def sandbox_root():
+    root = Path("/tmp") / f"legorl-test-{uuid.uuid4().hex[:8]}"
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+class ScriptedManager:
+    """TEST DOUBLE (a random tiny model cannot emit a chosen tool call): answers with scripted text,
+    while the logprobs it reports are the real engine's `prompt_logprobs` of exactly those tokens."""
+
+    def __init__(self, real: SingleReplicaManager, tokenizer, script: list[str]) -> None:
+        self.real, self.tok, self.script = real, tokenizer, list(script)
+        self.eos = tokenizer.eos_token_id
+
+    @property
+    def weight_version(self) -> int:
+        return self.real.weight_version
+
+    @property
+    def max_model_len(self) -> int:
+        return self.real.max_model_len
+
+    async def generate(self, request: GenerateRequest) -> TokenOutput:
+        text = self.script.pop(0) if self.script else "I am done."
+        ids = [*encode_text(self.tok, text), self.eos]
+        lps = await self.real.prompt_logprobs(request.prompt_ids + ids, request.session_id,
+                                              request.sampling.temperature or 1.0)
+        n = len(request.prompt_ids)
+        return TokenOutput(request.request_id, n, ids, lps[n:], "stop", self.real.weight_version)
+
+    async def prompt_logprobs(self, token_ids, session_id=None, temperature=1.0):
+        return await self.real.prompt_logprobs(token_ids, session_id, temperature)
+
+    async def abort(self, request_id):
+        return await self.real.abort(request_id)
+
+    def end_session(self, session_id):
+        self.real.end_session(session_id)
+
+
+def _call(command: str) -> str:
+    return '<tool_call>\n{"name": "bash", "arguments": ' + json.dumps({"command": command}) + "}\n</tool_call>"
+
+
+async def _trial(manager, tokenizer, task, sandbox_root, tmp_path, limits):
+    proxy = ProxyServer(manager, tokenizer, ProxyConfig())
+    await proxy.start()
+    sandbox = LocalSandbox(task, root_dir=sandbox_root)
+    await sandbox.start()
+    try:
+        s = proxy.open_session()
+        endpoint = SessionEndpoint(s.openai_base_url, s.anthropic_base_url, model="legorl-policy")
+        result = await MiniSweAgent().run(task.instruction, sandbox, endpoint, limits, tmp_path / "logs")
+        record = await proxy.close_session(s.id)
+        workdir = sandbox.host_path(task.workdir)
+        files = {p.name: p.read_text() for p in workdir.iterdir()} if workdir else {}
+        return result, record, files
+    finally:
+        await sandbox.stop()
+        await proxy.close()
+
+
+async def test_mini_runs_commands_in_the_sandbox(tiny_stack, task, sandbox_root, tmp_path):
+    real, tok = tiny_stack
+    marker = tmp_path / "host-marker.txt"
+    script = [
+        _call(f"echo $(id -u) $(hostname) > proof.txt; echo from-mini > {marker}; ls /"),
+        _call("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+    ]
+    limits = ScaffoldLimits(max_turns=4, timeout_sec=120, max_tokens_per_call=32)
+    result, record, files = await _trial(ScriptedManager(real, tok, script), tok, task, sandbox_root, tmp_path,
+                                         limits)
+    assert result.exit_status == "submitted", (result, (tmp_path / "logs" / "mini.log").read_text()[-3000:])
+    uid, host = files["proof.txt"].split()
+    assert host == "sandbox" and int(uid) != 0  # ran in the bubblewrap sandbox, as its non-root uid
+    assert not marker.exists()  # a host path written from inside never reaches the host
+    assert record.counters.calls == 2 and record.counters.tool_calls == 2
+    policy = [lp for lp, m in zip(record.logprobs, record.mask, strict=True) if m]
+    assert policy and all(lp is not None and lp <= 0 for lp in policy)
+    cmds = json.loads((tmp_path / "logs" / "bridge_commands.json").read_text())
+    assert [c["returncode"] for c in cmds] == [0, 0]
+
+
+async def test_mini_real_engine_rollout_is_captured(tiny_stack, task, sandbox_root, tmp_path):
+    real, tok = tiny_stack
+    limits = ScaffoldLimits(max_turns=2, timeout_sec=120, max_tokens_per_call=24, max_no_action=2)
+    result, record, _ = await _trial(real, tok, task, sandbox_root, tmp_path, limits)
+    # Garbage from a random model ends by format errors or the turn limit; the calls are what matter.
+    assert result.exit_status in ("no_action_limit", "turn_limit", "context_overflow"), result
+    assert record.counters.calls >= 1 and sum(record.mask) > 0
+    policy = [lp for lp, m in zip(record.logprobs, record.mask, strict=True) if m]
+    assert all(lp is not None and lp <= 0 for lp in policy) and any(lp < 0 for lp in policy)
+    traj = json.loads((tmp_path / "logs" / "mini.traj.json").read_text())
+    assert traj["info"]["config"]["environment_type"].endswith("BridgeEnvironment")
+
+
+async def test_missing_mini_names_the_install_command(tmp_path, task, monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    endpoint = SessionEndpoint("http://127.0.0.1:1/v1", "http://127.0.0.1:1")
+    with pytest.raises(AgentNotInstalledError, match="legorl agents install mini-swe-agent"):
+        await MiniSweAgent().run("x", LocalSandbox(task), endpoint, ScaffoldLimits(), tmp_path)
