@@ -130,16 +130,21 @@ def test_bad_records_all_reported(tmp_path):
         record(instance_id="z", patch="--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-a\n+b\n"),
         record(instance_id="w", FAIL_TO_PASS=[]),
         record(instance_id="v", snapshot={"../escape.py": "x"}),
+        record(instance_id="u", patch={"calc/core.py": 5}),
+        record(instance_id="s", patch="diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n"
+                                      "@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n"),
     ]
     with pytest.raises(ConversionError) as exc:
         convert_records(bad, tmp_path / "out")
     msg = str(exc.value)
-    assert "5 bad record(s)" in msg
+    assert "7 bad record(s)" in msg
     assert "record 1 (x): missing field snapshot; missing field problem_statement; missing field fail_to_pass" in msg
     assert "record 2 (y): FAIL_TO_PASS: FAIL_TO_PASS must be a list of pytest node ids" in msg
     assert "record 3 (z): patch: patch does not apply" in msg
     assert "record 4 (w): FAIL_TO_PASS is empty" in msg
     assert "record 5 (v): snapshot: bad file path '../escape.py'" in msg
+    assert "record 6 (u): patch: content of 'calc/core.py' must be text, got int" in msg
+    assert "record 7 (s): patch: patch creates symlinks, which tasks cannot carry: l" in msg
     assert not (tmp_path / "out").exists()  # nothing written when any record is bad
 
 

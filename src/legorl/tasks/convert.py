@@ -63,7 +63,7 @@ def _id_list(value: Any, name: str) -> list[str]:
 
 def _read_snapshot(value: Any, base: Path) -> dict[str, bytes]:
     if isinstance(value, dict):
-        return {_clean_rel(k): v.encode() if isinstance(v, str) else bytes(v) for k, v in value.items()}
+        return {_clean_rel(k): _content(k, v) for k, v in value.items()}
     if isinstance(value, str):
         root = (base / value).resolve()
         if not root.is_dir():
@@ -77,6 +77,14 @@ def _read_snapshot(value: Any, base: Path) -> dict[str, bytes]:
     raise ValueError("snapshot must be a dict of path->content or a directory path")
 
 
+def _content(path: str, value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytes):
+        return value
+    raise TypeError(f"content of {path!r} must be text, got {type(value).__name__}")
+
+
 def _clean_rel(path: str) -> str:
     p = Path(path)
     if p.is_absolute() or ".." in p.parts or not p.parts:
@@ -87,7 +95,7 @@ def _clean_rel(path: str) -> str:
 def apply_patch(files: dict[str, bytes], patch: Any) -> Files:
     """Changed files after applying `patch` (unified diff or dict) to `files`."""
     if isinstance(patch, dict):
-        return {_clean_rel(k): None if v is None else v.encode() for k, v in patch.items()}
+        return {_clean_rel(k): None if v is None else _content(k, v) for k, v in patch.items()}
     if not isinstance(patch, str):
         raise ValueError("patch must be a unified diff string or a dict path->content")
     if shutil.which("git") is None:
@@ -100,6 +108,9 @@ def apply_patch(files: dict[str, bytes], patch: Any) -> Files:
                               cwd=root, env=env, capture_output=True, check=False)
         if proc.returncode != 0:
             raise ValueError(f"patch does not apply: {proc.stderr.decode(errors='replace').strip()}")
+        links = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_symlink()]
+        if links:
+            raise ValueError(f"patch creates symlinks, which tasks cannot carry: {', '.join(links)}")
         after = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
     changed: Files = {k: v for k, v in after.items() if files.get(k) != v}
     changed.update({k: None for k in files if k not in after})
