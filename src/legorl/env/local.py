@@ -141,6 +141,7 @@ class LocalSandbox:
         for dst, sub in layout.items():
             host = self.root / sub
             host.mkdir(parents=True, exist_ok=True)
+            host.chmod(0o700)  # only this trial's uid, even for host users who guess the path
             self._own(host)
             self.binds[dst] = host
         (self.root / "tmp").chmod(0o1777)
