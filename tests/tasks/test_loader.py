@@ -223,3 +223,12 @@ def test_multi_step_task_is_one_clear_problem(tmp_path):
     d = make_task(tmp_path, toml=toml, instruction=None, test_sh=None)
     assert problems(d) == ["task.toml: multi-step task ([[steps]], 2 steps) is not supported: "
                            "legorl runs single-step Harbor tasks"]
+
+
+def test_binary_files_reported(tmp_path):
+    d = make_task(tmp_path)
+    (d / "task.toml").write_bytes(b"\xff\xfe[agent]\n")
+    (d / "instruction.md").write_bytes(b"\xff\xfe")
+    got = problems(d)
+    assert [p.split(":")[0] for p in got] == ["task.toml", "instruction.md"]
+    assert all("not UTF-8 text" in p for p in got)

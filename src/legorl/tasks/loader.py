@@ -125,6 +125,8 @@ def _read_toml(path: Path, add) -> dict[str, Any] | None:
         add("task.toml", f"invalid TOML: {exc}")
     except UnicodeDecodeError as exc:
         add("task.toml", f"not UTF-8 text: {exc}")
+    except OSError as exc:
+        add("task.toml", f"unreadable: {exc.strerror or exc}")
     return None
 
 
@@ -190,6 +192,8 @@ def _check_files(task_dir: Path, cfg: dict[str, Any], add) -> str:
             instruction = ipath.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             add("instruction.md", f"not UTF-8 text: {exc}")
+        except OSError as exc:
+            add("instruction.md", f"unreadable: {exc.strerror or exc}")
         else:
             if not instruction.strip():
                 add("instruction.md", "is empty")
