@@ -44,6 +44,8 @@ BAD = [
     {"messages": [{"role": "user", "content": "hi"}], "n": 2},
     {"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "nope", "content": "x"}]},
     {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+    {"messages": [{"role": "user", "content": "hi"}], "seed": 2**70},
+    b'{"messages": [{"role": "user", "content": "hi"}], "temperature": Infinity}',
 ]
 BAD_AN = [
     b"{not json",
@@ -66,9 +68,10 @@ async def test_bad_requests_get_protocol_errors(proxy):
         assert status == 400 and is_anthropic_error(err), (body, err)
     assert proxy.sessions[s.id].counters.errors == len(BAD) + len(BAD_AN)
     ok = {"messages": [{"role": "user", "content": "still there?"}], "max_tokens": 2}
+    assert (await post(s.base_url + OA, {**ok, "temperature": 1e-300}))[0] == 200  # greedy, not inf logits
     assert (await post(s.base_url + OA, ok))[0] == 200
     rec = await proxy.close_session(s.id)
-    assert len(rec.branches) == 1 and rec.branches[0].calls == 1  # failed calls left no trace
+    assert len(rec.branches) == 1 and rec.branches[0].calls == 2  # failed calls left no trace
 
 
 async def test_unknown_closed_session_and_body_limit(proxy):
@@ -121,7 +124,8 @@ body = st.fixed_dictionaries(
     {"messages": st.lists(message, max_size=3) | json_value},
     optional={"max_tokens": st.integers(-2, 2) | json_value, "temperature": json_value, "stop": json_value,
               "stream": st.booleans(), "tools": json_value, "tool_choice": json_value, "system": json_value,
-              "n": st.integers(0, 2), "top_p": json_value},
+              "n": st.integers(0, 2), "top_p": json_value, "seed": st.integers() | json_value,
+              "top_k": st.integers(-2, 5) | json_value},
 ) | json_value
 
 

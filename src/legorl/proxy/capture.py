@@ -28,6 +28,7 @@ from legorl.serving.types import (
     TokenOutput,
 )
 
+GREEDY_BELOW = 1e-5  # temperatures under this are sampled greedily (as vLLM does)
 Finish = Literal["stop", "length", "tool_calls", "stop_sequence"]
 
 
@@ -97,7 +98,8 @@ class Capture:
                 prompt_len, window,
             )
         stops = [] if req.ignore_eos else list(self.renderer.stop_ids)
-        sp = SamplingParams(req.temperature, req.top_p, req.top_k, max_tokens, stops, req.seed)
+        temp = req.temperature if req.temperature >= GREEDY_BELOW else 0.0  # logits / 1e-300 would be inf
+        sp = SamplingParams(temp, req.top_p, req.top_k, max_tokens, stops, req.seed)
         try:
             sp.validate()
         except InvalidRequestError as exc:

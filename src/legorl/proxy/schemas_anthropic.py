@@ -16,7 +16,7 @@ from legorl.proxy.messages import ChatRequest, Message, ToolCall, ToolSpec
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
 
 class TextBlock(_Model):
@@ -76,7 +76,7 @@ class MessagesRequest(CountTokensRequest):
     top_k: int | None = Field(default=None, ge=0)
     stop_sequences: list[str] | None = None
     stream: bool = False
-    seed: int | None = None  # not in Anthropic's API; accepted for reproducible runs
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)  # not in Anthropic's API; accepted for reproducible runs
 
 
 def _text(content: str | list[TextBlock] | None) -> str:

@@ -16,7 +16,7 @@ from legorl.proxy.messages import ChatRequest, Message, ToolCall, ToolSpec
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
 
 class TextPart(_Model):
@@ -79,7 +79,7 @@ class ChatCompletionRequest(_Model):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     n: int | None = None
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     stream: bool = False
     stream_options: StreamOptions | None = None
     logprobs: bool | None = None
