@@ -39,6 +39,7 @@ class RunSection(_Section):
 class ModelSection(_Section):
     path: str = DEFAULT_MODEL
     gradient_checkpointing: bool = False
+    enable_r3: bool | None = None  # R3 routing replay; None: on exactly when the model is MoE
 
 
 class TasksSection(_Section):

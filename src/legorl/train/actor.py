@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from legorl.config import AlgorithmSection, TrainerSection
+from legorl.models.moe import RoutingReplayer, routing_tensor
 from legorl.train.batch import TrainBatch
 from legorl.train.logprobs import token_logprobs
 from legorl.train.losses import aggregate, gspo_loss, kl_penalty, ppo_loss
@@ -61,8 +62,10 @@ class Actor:
         algo: AlgorithmSection,
         temperature: float,
         ref_model: torch.nn.Module | None = None,
+        enable_r3: bool = False,
     ):
         self.model = model
+        self.replayer = RoutingReplayer(model) if enable_r3 else None
         self.trainer = trainer
         self.algo = algo
         self.temperature = temperature
@@ -79,14 +82,31 @@ class Actor:
         n, mb = batch.size, self.trainer.micro_batch_size
         return [list(range(i, min(i + mb, n))) for i in range(0, n, mb)]
 
+    def _replay(self, mb: TrainBatch | None) -> None:
+        """Point the R3 hooks at this micro-batch's recorded routing (None: route freely)."""
+        if self.replayer is None:
+            return
+        if mb is None or mb.routed_experts is None:
+            self.replayer.routing = None
+            return
+        r = self.replayer
+        r.routing = routing_tensor(mb.routed_experts, mb.input_ids.shape[1], len(r.routers), r.routers[0].top_k)
+
     @torch.no_grad()
-    def compute_logprobs(self, batch: TrainBatch, model: torch.nn.Module | None = None) -> torch.Tensor:
-        """Logprobs of the batch's tokens under `model` (default: the actor), no grad."""
+    def compute_logprobs(
+        self, batch: TrainBatch, model: torch.nn.Module | None = None, replay: bool = True
+    ) -> torch.Tensor:
+        """Logprobs of the batch's tokens under `model` (default: the actor), no grad.
+        With R3 on, the actor replays the recorded routing unless `replay=False`."""
         model = model or self.model
         out = torch.zeros_like(batch.mask)
         for idx in self._micro_batches(batch):
             mb = batch.select(idx)
-            lp, _ = token_logprobs(model, mb.input_ids, mb.attention_mask, mb.mask, self.temperature)
+            self._replay(mb if (replay and model is self.model) else None)
+            try:
+                lp, _ = token_logprobs(model, mb.input_ids, mb.attention_mask, mb.mask, self.temperature)
+            finally:
+                self._replay(None)
             out[idx, : lp.shape[1]] = lp
         return out
 
@@ -115,6 +135,7 @@ class Actor:
                 if weight == 0:
                     continue
                 frac = weight / max(total, 1.0)
+                self._replay(mb)
                 logp, ent = token_logprobs(
                     self.model, mb.input_ids, mb.attention_mask, mb.mask, self.temperature, with_entropy=True
                 )
@@ -132,6 +153,7 @@ class Actor:
                     loss = loss + a.kl_coef * kl
                     sums["kl"] += float(kl.detach()) * frac
                 (loss * frac * world).backward()
+                self._replay(None)
                 sums["pg_loss"] += float(pl.loss.detach()) * frac
                 sums["entropy"] += float(entropy.detach()) * frac
                 sums["pg_clipfrac"] += pl.clipfrac * frac

@@ -70,7 +70,13 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
         if cfg.algorithm.kl_coef > 0:
             ref = AutoModelForCausalLM.from_pretrained(runtime.model_dir, dtype=torch.float32).eval()
             ref.requires_grad_(False)
-        actor = Actor(model, cfg.trainer, cfg.algorithm, cfg.rollout.temperature, ref)
+        from legorl.models.moe import is_moe
+
+        moe = is_moe(model)
+        r3 = moe if cfg.model.enable_r3 is None else cfg.model.enable_r3
+        if r3 and not moe:
+            raise NotImplementedError("model.enable_r3=true needs an MoE model; this model is dense")
+        actor = Actor(model, cfg.trainer, cfg.algorithm, cfg.rollout.temperature, ref, enable_r3=r3)
         critic = None
         if cfg.algorithm.adv_estimator == "gae":
             critic = Critic(str(runtime.model_dir), cfg.trainer.critic_lr, cfg.trainer.max_grad_norm,

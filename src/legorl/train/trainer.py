@@ -22,6 +22,20 @@ from legorl.train.logprobs import fidelity
 from legorl.train.losses import rollout_is_weights
 
 
+def routing_coverage(batch) -> float:
+    """Share of gradient tokens whose predicting position has a recorded routing in every layer."""
+    if batch.routed_experts is None:
+        return 0.0
+    hit = total = 0
+    for b in range(batch.size):
+        r = batch.routed_experts[b]
+        for t in torch.nonzero(batch.mask[b] > 0).flatten().tolist():
+            total += 1
+            if r is not None and t - 1 < len(r) and (r[t - 1] >= 0).all():
+                hit += 1
+    return hit / max(total, 1)
+
+
 class LogprobMismatchError(RuntimeError):
     """Rollout and trainer logprobs disagree beyond `trainer.max_logprob_abs_diff`."""
 
@@ -56,6 +70,11 @@ class StepTrainer:
         old_logp = self.actor.compute_logprobs(batch)
         fid = fidelity(old_logp, batch.behav_logp, batch.mask)
         metrics.update(fid)
+        if self.actor.replayer is not None:
+            metrics["r3/routing_coverage"] = routing_coverage(batch)
+            free = self.actor.compute_logprobs(batch, replay=False)
+            metrics.update({k.replace("rollout_corr/", "rollout_corr_no_r3/"): v
+                            for k, v in fidelity(free, batch.behav_logp, batch.mask).items()})
         metrics["timing/old_logprob_s"] = time.perf_counter() - t0
         limit = t.max_logprob_abs_diff
         if limit is not None and fid.get("rollout_corr/abs_diff_mean", 0.0) > limit:

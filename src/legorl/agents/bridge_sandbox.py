@@ -1,0 +1,94 @@
+"""Running an agent CLI *inside* a trial's sandbox, with the proxy session as its only network peer.
+
+Claude Code and OpenCode execute their tools in their own process, so the process itself must live in
+the sandbox. The local backend's bwrap invocation gets two extra read-only binds for the run:
+the staged agent binary at /opt/legorl/agent and the relay directory at /run/legorl. The command is
+`python3 /run/legorl/relay.py` (the namespace's init, see `bridge_relay`) which starts the agent.
+Timeout or cancellation kill the namespace's init, and with it every process of the agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from legorl.agents.base import SessionEndpoint
+from legorl.agents.bridge_net import HostRelay
+from legorl.agents.install import stage_readable
+from legorl.env.base import Sandbox, SandboxError
+
+AGENT_MOUNT = "/opt/legorl/agent"
+RELAY_MOUNT = "/run/legorl"
+RELAY_PORT = 8377  # inside the sandbox's own network namespace: no collision between trials
+SYSTEM_PYTHON = "/usr/bin/python3"
+OUTPUT_CAP = 16 << 20  # stream-json transcripts are long; the trial log keeps them whole up to this
+
+
+@dataclass
+class CliRun:
+    exit_code: int
+    timed_out: bool
+    stdout: str
+    stderr: str
+    duration_s: float
+    relay_requests: int
+    oom_killed: bool = False
+
+
+def relay_base_url() -> str:
+    """The proxy session as the agent sees it from inside the sandbox."""
+    return f"http://127.0.0.1:{RELAY_PORT}"
+
+
+def _require_local(sandbox: Sandbox) -> None:
+    if not (hasattr(sandbox, "run_argv") and hasattr(sandbox, "ro_binds")):
+        raise SandboxError(
+            f"{type(sandbox).__name__} cannot host an in-sandbox agent CLI yet: use the local backend "
+            "(bubblewrap), or a scaffold whose commands go through Sandbox.exec (mini-swe-agent, builtin)"
+        )
+
+
+async def run_cli_in_sandbox(
+    sandbox: Sandbox,
+    binary: Path,
+    args: list[str],
+    *,
+    endpoint: SessionEndpoint,
+    env: dict[str, str],
+    timeout: float,
+    log_dir: Path,
+    log_name: str,
+    cwd: str | None = None,
+) -> CliRun:
+    """Runs `binary args...` as the sandbox user, reaching only `endpoint` at `relay_base_url()`."""
+    _require_local(sandbox)
+    staged, rel = stage_readable(binary)
+    binds: dict[str, Path] = sandbox.ro_binds  # type: ignore[attr-defined]
+    async with HostRelay(endpoint.anthropic_base_url) as relay:
+        binds[AGENT_MOUNT] = staged
+        binds[RELAY_MOUNT] = relay.dir
+        argv = [SYSTEM_PYTHON, f"{RELAY_MOUNT}/relay.py", f"{RELAY_MOUNT}/proxy.sock", str(RELAY_PORT), "--",
+                f"{AGENT_MOUNT}/{rel}", *args]
+        try:
+            out, oom = await sandbox.run_argv(  # type: ignore[attr-defined]
+                argv, cwd=cwd, env=env, timeout=timeout, output_cap=OUTPUT_CAP, network=False
+            )
+        finally:
+            for at in (AGENT_MOUNT, RELAY_MOUNT):
+                binds.pop(at, None)
+        requests = relay.requests
+    run = CliRun(
+        exit_code=out.exit_code,
+        timed_out=out.timed_out,
+        stdout=out.stdout.decode("utf-8", errors="replace"),
+        stderr=out.stderr.decode("utf-8", errors="replace"),
+        duration_s=out.duration_s,
+        relay_requests=requests,
+        oom_killed=oom,
+    )
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        (log_dir / f"{log_name}.stdout").write_text(run.stdout)
+        (log_dir / f"{log_name}.stderr").write_text(run.stderr)
+    return run
