@@ -13,21 +13,26 @@ import pytest
 
 from legorl.env.cgroups import layout
 from legorl.env.local import LocalSandbox
+from legorl.env.procs import Rlimits
 from legorl.tasks.model import TaskLimits
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/bwrap", os.X_OK), reason="bubblewrap not installed")
 
 
-def uid_processes(uid: int) -> list[int]:
+def uid_processes(uid: int, zombies: bool = True) -> list[int]:
     """Host pids running as `uid` (the sandbox's uid is its own; anything left is a leak)."""
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                for line in (d / "status").read_text().splitlines():
-                    if line.startswith("Uid:") and int(line.split()[1]) == uid:
-                        out.append(int(d.name))
-            except (OSError, ValueError):
+                status = dict(
+                    line.split(":", 1) for line in (d / "status").read_text().splitlines() if ":" in line
+                )
+                if int(status["Uid"].split()[0]) == uid and (
+                    zombies or not status["State"].strip().startswith("Z")
+                ):
+                    out.append(int(d.name))
+            except (OSError, ValueError, KeyError):
                 pass
     return out
 
@@ -116,7 +121,8 @@ async def test_memory_bomb_is_killed(make_task, sandbox_root: Path) -> None:
             assert r.oom_killed and r.exit_code == 137 and "OOM" in r.stderr
         assert (await sb.exec("echo ok")).stdout == "ok\n"
     # Without a memory cgroup the RLIMIT_AS backstop stops it (MemoryError), not the host.
-    async with LocalSandbox(task, root_dir=sandbox_root, use_cgroups=False) as sb:
+    light = Rlimits(address_space_mb=400)  # the default backstop is 1 GiB: keep the shared host light
+    async with LocalSandbox(task, root_dir=sandbox_root, use_cgroups=False, rlimits=light) as sb:
         r = await sb.exec(bomb, timeout=30)
         assert r.exit_code != 0 and not r.timed_out
         assert "MemoryError" in r.stderr or r.exit_code == 137, r
@@ -197,3 +203,43 @@ async def test_unix_socket_route_to_host_without_network(make_task, sandbox_root
         await server.wait_closed()
         path.unlink(missing_ok=True)
         sock_dir.rmdir()
+
+
+def test_crashed_trainer_leaves_no_sandbox_running(make_task, sandbox_root: Path) -> None:
+    """SIGKILL the process that owns a sandbox mid-exec: its sandboxed processes die with it."""
+    import subprocess
+    import sys
+
+    task = make_task()
+    script = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from legorl.env.local import LocalSandbox\n"
+        "from legorl.tasks.model import Task\n"
+        "async def main():\n"
+        f"    sb = LocalSandbox(Task(id='c', path=Path({str(task.path)!r}), instruction=''), root_dir={str(sandbox_root)!r})\n"
+        "    await sb.start()\n"
+        "    print(sb.uid, flush=True)\n"
+        "    await sb.exec('sleep 1000 & sleep 1001', timeout=1000)\n"
+        "asyncio.run(main())\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        uid = int(child.stdout.readline())
+        deadline = time.monotonic() + 10
+        while len(uid_processes(uid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert uid_processes(uid), "sandbox never started"
+    finally:
+        child.kill()
+        child.wait()
+    # bwrap's --die-with-parent also watches bwrap's own parent: the whole sandbox goes with it. What
+    # remains are zombies reparented to the host's init (no resources; init reaps them).
+    deadline = time.monotonic() + 5
+    while uid_processes(uid, zombies=False) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert uid_processes(uid, zombies=False) == []
+    from legorl.env.local import cleanup_stale
+
+    assert cleanup_stale(sandbox_root) == 1  # the dead owner's trial dir is swept

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import resource
 import signal
@@ -70,10 +69,6 @@ class RunOutput:
     truncated: bool
 
 
-_PR_SET_PDEATHSIG = 1
-_prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the child must not load anything
-
-
 def _make_preexec(spec: SpawnSpec) -> Callable[[], None]:
     # Everything the child needs is computed here, in the parent: the child only makes syscalls.
     fds = [os.open(p, os.O_WRONLY | os.O_CLOEXEC) for p in spec.cgroup_procs]
@@ -81,9 +76,6 @@ def _make_preexec(spec: SpawnSpec) -> Callable[[], None]:
     uid, gid = spec.uid, spec.gid
 
     def preexec() -> None:
-        # bwrap's --die-with-parent ties the sandbox to bwrap; this ties bwrap to us, so a crashed
-        # trainer cannot leave sandboxes running.
-        pass  # TMPDISABLED
         for fd in fds:
             os.write(fd, b"0")  # "0" = the writing process itself
         for res, val in limits:
