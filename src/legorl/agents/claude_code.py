@@ -116,8 +116,13 @@ def parse_stream(run: CliRun) -> ScaffoldResult:
     text = str(result.get("result") or "")
     status: ExitStatus = "finished"
     error = None
+    errors = [str(e["error"]) for e in events if e.get("type") == "assistant" and e.get("error")]
+    if errors:
+        meta["claude_errors"] = errors
     if subtype == "error_max_turns":
         status = "turn_limit"
+    elif errors and set(errors) <= {"max_output_tokens"}:
+        status = "finished"  # the policy's last reply ran past max_tokens_per_call: its fault, not the run's
     elif result.get("is_error") or subtype != "success":
         lowered = text.lower()
         overflow = "context" in lowered or "too long" in lowered
