@@ -32,6 +32,12 @@ def write_task(
     return Task(id=task_id, path=root, instruction="do it", limits=limits, **kw)  # type: ignore[arg-type]
 
 
+@pytest.fixture(autouse=True)
+def private_build_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test builds its Dockerfiles for real (the cache is shared across runs otherwise)."""
+    monkeypatch.setenv("LEGORL_BUILD_CACHE", str(tmp_path / "build-cache"))
+
+
 @pytest.fixture
 def sandbox_root() -> Iterator[Path]:
     """A sandbox root under /tmp (pytest's tmp_path is 0700, the sandbox uid could not traverse it)."""

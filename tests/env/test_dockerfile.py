@@ -122,3 +122,15 @@ def test_parser_details(tmp_path: Path) -> None:
     p.write_text("FROM x\nENV NOEQ\n")
     with pytest.raises(DockerfileError, match="Dockerfile:2"):
         env_pairs(parse(p)[0], p)
+
+
+async def test_run_results_are_cached_across_trials(make_task, sandbox_root: Path) -> None:
+    df = "FROM x\nENV K=v\nWORKDIR /opt/tool\nRUN cat /proc/sys/kernel/random/uuid > stamp && mkdir -p ~/.cache && echo h > ~/.cache/x\n"
+    task = make_task(files={"Dockerfile": df})
+    stamps = []
+    for cache in (True, True, False):
+        async with LocalSandbox(task, root_dir=sandbox_root, build_cache=cache) as sb:
+            r = await sb.exec("cat stamp ~/.cache/x; pwd; echo $K; touch /opt/tool/mine")
+            assert r.ok and r.stdout.splitlines()[1:] == ["h", "/opt/tool", "v"], r
+            stamps.append(r.stdout.splitlines()[0])
+    assert stamps[0] == stamps[1] != stamps[2]  # the 2nd trial reused the 1st's build; no-cache rebuilt

@@ -6,6 +6,7 @@ code path; extraction on the host uses tarfile's `data` filter (no absolute path
 
 from __future__ import annotations
 
+import hashlib
 import io
 import shutil
 import tarfile
@@ -41,3 +42,12 @@ def place(got: Path, dst: Path) -> None:
     elif dst.exists() or dst.is_symlink():
         dst.unlink()
     shutil.move(str(got), str(dst))
+
+
+def context_hash(env_dir: Path) -> str:
+    """Content hash of a build context: same files -> same image tag -> built once."""
+    h = hashlib.sha256()
+    for p in sorted(env_dir.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(env_dir)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:12]

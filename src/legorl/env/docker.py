@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import io
 import os
 import tarfile
@@ -22,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from legorl.env import archive, remote
+from legorl.env.archive import context_hash
 from legorl.env.base import ExecResult, SandboxError
 from legorl.env.output import DEFAULT_OUTPUT_CAP, CappedBuffer, tail
 from legorl.tasks.model import Task
@@ -35,15 +35,6 @@ def _aiodocker() -> Any:
     except ImportError as e:  # pragma: no cover - depends on the extra
         raise SandboxError("the docker backend needs aiodocker: pip install 'legorl[docker]'") from e
     return aiodocker
-
-
-def context_hash(env_dir: Path) -> str:
-    """Content hash of a build context: same files -> same image tag -> built once."""
-    h = hashlib.sha256()
-    for p in sorted(env_dir.rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(env_dir)).encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()[:12]
 
 
 def container_config(task: Task, image: str, trial: str, network: bool, pids_limit: int) -> dict[str, Any]:

@@ -38,7 +38,7 @@ _PROBED: set[str] = set()
 
 class LocalSandbox:
     """Sandbox over bubblewrap. Options: bwrap path, root_dir, uid, pids_max, rlimits, output_cap,
-    use_cgroups, network (None = the task's allow_internet), extra_binds / extra_ro_binds."""
+    use_cgroups, build_cache, network (None = the task's allow_internet), extra_binds / extra_ro_binds."""
 
     def __init__(
         self,
@@ -51,6 +51,7 @@ class LocalSandbox:
         rlimits: procs.Rlimits | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
         use_cgroups: bool = True,
+        build_cache: bool = True,
         network: bool | None = None,
         extra_binds: dict[str, Path | str] | None = None,
         extra_ro_binds: dict[str, Path | str] | None = None,
@@ -62,6 +63,7 @@ class LocalSandbox:
         self.pids_max = pids_max
         self.output_cap = output_cap
         self.use_cgroups = use_cgroups
+        self.build_cache = build_cache  # reuse a Dockerfile's RUN results across trials of a task
         self.network = task.limits.allow_internet if network is None else network
         # Host paths to show inside (sandbox path -> host path), e.g. the directory holding the proxy's
         # unix socket: path-based unix sockets work across network namespaces, TCP to the host does not.

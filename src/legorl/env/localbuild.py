@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import glob
+import json
 import os
 import shutil
 import tarfile
+import tempfile
 import time
+import uuid
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from legorl.env import archive
 from legorl.env import dockerfile as df
 from legorl.env.base import SandboxError
 from legorl.env.output import tail
@@ -44,7 +48,69 @@ async def prepare_workdir(sb: LocalSandbox) -> None:
             await asyncio.to_thread(_copy_into, env_dir, work)
             await asyncio.to_thread(sb.own_tree, work)
         return
-    await _Build(sb, dockerfile).run()
+    instructions = df.parse(dockerfile)
+    cacheable = sb.build_cache and any(i.keyword == "RUN" for i in instructions)
+    key = (
+        f"{archive.context_hash(env_dir)}-{sb.task.workdir.strip('/').replace('/', '_')}-net{int(sb.network)}"
+    )
+    if cacheable and await asyncio.to_thread(_restore, sb, key):
+        return
+    await _Build(sb, dockerfile).run(instructions)
+    if cacheable:
+        await asyncio.to_thread(_save, sb, key)
+
+
+# Build cache: a Dockerfile's RUN lines (pip install...) would otherwise run again for every trial of
+# a task. After a build, the writable dirs it produced are snapshotted; later trials copy them.
+_NOT_CACHED = ("/tmp", "/var/tmp", "/logs/agent", "/logs/verifier")
+
+
+def cache_root() -> Path:
+    env = os.environ.get("LEGORL_BUILD_CACHE")
+    return Path(env) if env else Path(tempfile.gettempdir()) / "legorl-build-cache"
+
+
+def _save(sb: LocalSandbox, key: str) -> None:
+    final = cache_root() / key
+    if final.exists() or sb.root is None:
+        return
+    tmp = cache_root() / f".{key}.{uuid.uuid4().hex[:8]}"
+    dirs: dict[str, str] = {}
+    for i, (dst, host) in enumerate(sorted(sb.binds.items())):
+        if dst in _NOT_CACHED or sb.root not in host.parents:
+            continue
+        shutil.copytree(host, tmp / "dirs" / str(i), symlinks=True)
+        dirs[dst] = str(i)
+    meta = {"env": sb.env, "cwd": sb.cwd, "dirs": dirs}
+    (tmp / "meta.json").write_text(json.dumps(meta))
+    os.chmod(tmp, 0o700)
+    try:
+        tmp.rename(final)
+    except OSError:  # another trial saved the same build first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _restore(sb: LocalSandbox, key: str) -> bool:
+    src = cache_root() / key
+    try:
+        meta = json.loads((src / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    assert sb.root is not None
+    for dst, sub in meta["dirs"].items():
+        host = sb.binds.get(dst)
+        if host is None:
+            host = sb.root / "extra" / dst.strip("/").replace("/", "__")
+            sb.binds[dst] = host
+        shutil.copytree(src / "dirs" / sub, host, symlinks=True, dirs_exist_ok=True)
+        sb.own_tree(host)
+    sb.env.update(meta["env"])
+    sb.cwd = meta["cwd"]
+    return True
+
+
+def clear_build_cache() -> None:
+    shutil.rmtree(cache_root(), ignore_errors=True)
 
 
 class _Build:
@@ -78,8 +144,8 @@ class _Build:
         self.sb.own_tree(host)
         return host
 
-    async def run(self) -> None:
-        for ins in df.parse(self.path):
+    async def run(self, instructions: list[df.Instruction]) -> None:
+        for ins in instructions:
             kw = ins.keyword
             if kw == "WORKDIR":
                 self.cwd = self._abs(df.substitute(ins.args, self._vars()))
