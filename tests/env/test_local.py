@@ -137,3 +137,13 @@ async def test_bwrap_that_cannot_sandbox_says_why(make_task, sandbox_root: Path)
         assert sb.root is None
     finally:
         fake.unlink()
+
+
+async def test_health_check_for_preflight(sandbox_root: Path) -> None:
+    from legorl.env.health import check_backend
+
+    checks = await check_backend("local", root_dir=sandbox_root)
+    assert checks[0][0] == "PASS", checks
+    bad = await check_backend("local", bwrap="/nonexistent/bwrap", root_dir=sandbox_root)
+    assert bad[0][0] == "FATAL" and "apt-get install bubblewrap" in bad[0][1]
+    assert (await check_backend("nope"))[0][0] == "FATAL"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from legorl.env.base import ExecResult, Sandbox, SandboxError
+from legorl.env.health import check_backend
 from legorl.env.verifier import VerifyResult, run_oracle, verify
 from legorl.tasks.model import Task
 
@@ -41,6 +42,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "VerifyResult",
+    "check_backend",
     "make_sandbox",
     "run_oracle",
     "verify",
