@@ -1,6 +1,6 @@
 """Added latency of the proxy over calling the ServerManager directly (tiny model, fixed generation).
 
-    .venv/bin/python bench/proxy.py [--turns 4] [--gen 32] [--rounds 3] [--inprocess-client]
+    .venv/bin/python bench/proxy.py [--turns 4] [--gen 32] [--rounds 3]
 
 For 1 and 16 concurrent sessions, each session runs a multi-turn OpenAI conversation through the proxy
 (HTTP + chat-template tokenization + accumulator) from a separate client process, as a sandboxed
@@ -22,45 +22,59 @@ import time
 import aiohttp
 
 
-# -- client side (a separate process) ----------------------------------------------------------
-async def client_session(http, url: str, turns: int, gen: int, idx: int, lat: list[float]) -> str:
-    async with http.post(url + "/sessions") as r:
-        info = await r.json()
-    msgs = [{"role": "system", "content": "You are a coding agent."},
-            {"role": "user", "content": f"Task {idx}: list the files and explain what they do."}]
-    for t in range(turns):
-        body = {"model": "p", "messages": msgs, "max_tokens": gen, "temperature": 0, "ignore_eos": True}
-        t0 = time.perf_counter()
-        async with http.post(info["openai_base_url"] + "/chat/completions", json=body) as r:
-            reply = (await r.json())["choices"][0]["message"]
-        lat.append(time.perf_counter() - t0)
-        msgs += [reply, {"role": "user", "content": f"Observation {t}: ok. Continue."}]
-    async with http.delete(f"{url}/sessions/{info['session_id']}") as r:
-        await r.read()
-    return info["session_id"]
-
-
-async def client_run(url: str, conc: int, turns: int, gen: int) -> tuple[list[str], list[float]]:
-    lat: list[float] = []
+# -- client side (a separate process, driven one turn at a time over stdin/stdout) ---------------
+async def client_main(url: str, conc: int, gen: int) -> None:
+    """Open `conc` sessions; on each stdin line run one turn of every session at once and print the
+    latencies; on EOF close the sessions and print their ids."""
+    loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-        sids = await asyncio.gather(*(client_session(http, url, turns, gen, i, lat) for i in range(conc)))
-    return list(sids), lat
+        infos = []
+        for _ in range(conc):
+            async with http.post(url + "/sessions") as r:
+                infos.append(await r.json())
+        hist = [[{"role": "system", "content": "You are a coding agent."},
+                 {"role": "user", "content": f"Task {i}: list the files and explain what they do."}]
+                for i in range(conc)]
+
+        async def turn(i: int, t: int) -> float:
+            body = {"model": "p", "messages": hist[i], "max_tokens": gen, "temperature": 0, "ignore_eos": True}
+            t0 = time.perf_counter()
+            async with http.post(infos[i]["openai_base_url"] + "/chat/completions", json=body) as r:
+                reply = (await r.json())["choices"][0]["message"]
+            dt = time.perf_counter() - t0
+            hist[i] += [reply, {"role": "user", "content": f"Observation {t}: ok. Continue."}]
+            return dt
+
+        t = 0
+        while await loop.run_in_executor(None, sys.stdin.readline):
+            print(json.dumps(await asyncio.gather(*(turn(i, t) for i in range(conc)))), flush=True)
+            t += 1
+        for info in infos:
+            async with http.delete(f"{url}/sessions/{info['session_id']}") as r:
+                await r.read()
+    print(json.dumps([info["session_id"] for info in infos]), flush=True)
 
 
-async def client_main(url: str, conc: int, turns: int, gen: int) -> None:
-    sids, lat = await client_run(url, conc, turns, gen)
-    print(json.dumps({"sids": sids, "lat": lat}))
+class Client:
+    def __init__(self, url: str, conc: int, gen: int):
+        self.args = (url, str(conc), str(gen))
 
+    async def __aenter__(self) -> Client:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--client", *self.args,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )
+        return self
 
-async def run_client(url: str, conc: int, turns: int, gen: int, inprocess: bool) -> tuple[list[str], list[float]]:
-    if inprocess:
-        return await client_run(url, conc, turns, gen)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--client", url, str(conc), str(turns), str(gen), stdout=asyncio.subprocess.PIPE
-    )
-    out, _ = await proc.communicate()
-    data = json.loads(out)
-    return data["sids"], data["lat"]
+    async def turn(self) -> list[float]:
+        self.proc.stdin.write(b"go\n")
+        await self.proc.stdin.drain()
+        return json.loads(await self.proc.stdout.readline())
+
+    async def __aexit__(self, *exc) -> None:
+        self.proc.stdin.close()
+        self.sids = json.loads(await self.proc.stdout.readline())
+        await self.proc.wait()
 
 
 # -- server side ---------------------------------------------------------------------------------
@@ -108,13 +122,13 @@ class Instant(Recorder):
         return None
 
 
-async def direct_session(manager, prompts, lat: list[float]) -> None:
+async def direct_call(manager, prompt, lat: list[float]) -> None:
     from legorl.serving.types import GenerateRequest
 
-    for ids, sp in prompts:
-        t0 = time.perf_counter()
-        await manager.generate(GenerateRequest(list(ids), sp))
-        lat.append(time.perf_counter() - t0)
+    ids, sp = prompt
+    t0 = time.perf_counter()
+    await manager.generate(GenerateRequest(list(ids), sp))
+    lat.append(time.perf_counter() - t0)
 
 
 def pct(xs: list[float], q: int) -> float:
@@ -122,6 +136,8 @@ def pct(xs: list[float], q: int) -> float:
 
 
 async def measure(manager, tok, conc: int, args, direct: bool = True):
+    """Warm-up run (records the prompts), then rounds where each turn runs directly and through the
+    proxy back to back, so both see the same machine load."""
     from legorl.proxy import ProxyConfig, ProxyServer
 
     rec = manager if isinstance(manager, Instant) else Recorder(manager)
@@ -129,13 +145,17 @@ async def measure(manager, tok, conc: int, args, direct: bool = True):
     await proxy.start()
     p_lat: list[float] = []
     d_lat: list[float] = []
-    inproc = args.inprocess_client
-    sids, _ = await run_client(proxy.url, conc, args.turns, args.gen, inproc)  # warm-up; its prompts are replayed
+    async with Client(proxy.url, conc, args.gen) as warm:
+        for _ in range(args.turns):
+            await warm.turn()
+    prompts = [rec.prompts.get(sid, []) for sid in warm.sids]
     rounds = args.rounds * (4 if conc == 1 else 1)  # enough single-session samples for a p99
     for _ in range(rounds):
-        if direct:
-            await asyncio.gather(*(direct_session(manager, rec.prompts[s], d_lat) for s in sids))
-        p_lat += (await run_client(proxy.url, conc, args.turns, args.gen, inproc))[1]
+        async with Client(proxy.url, conc, args.gen) as client:
+            for t in range(args.turns):
+                if direct:
+                    await asyncio.gather(*(direct_call(manager, p[t], d_lat) for p in prompts))
+                p_lat += await client.turn()
     await proxy.close()
     return p_lat, d_lat
 
@@ -154,8 +174,6 @@ async def main() -> None:
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--inprocess-client", action="store_true", help="run the HTTP client in this process (its CPU "
-                    "cost then counts as proxy overhead)")
     args = ap.parse_args()
     from legorl.models.chat import load_tokenizer
     from legorl.models.store import resolve_model
@@ -168,7 +186,7 @@ async def main() -> None:
     await engine.start()
     manager = SingleReplicaManager(engine, engine.max_model_len)
     print(f"model {args.model}; {args.turns} turns/session; {args.gen} generated tokens/call (greedy, ignore_eos); "
-          f"{args.rounds} rounds; client {'in this' if args.inprocess_client else 'in a separate'} process")
+          f"{args.rounds} rounds; client in a separate process")
     print(f"{'':7}{'p50':-^38}  {'p99':-^38}")
     print(f"{'conc':>5}  {'direct':>9} {'proxy':>9} {'overhead':>18}  {'direct':>9} {'proxy':>9} {'overhead':>18}")
     for conc in (1, 16):
@@ -183,7 +201,6 @@ async def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--client":
-        url, conc, turns, gen = sys.argv[2], *map(int, sys.argv[3:6])
-        asyncio.run(client_main(url, conc, turns, gen))
+        asyncio.run(client_main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
     else:
         asyncio.run(main())

@@ -120,6 +120,7 @@ async def test_anthropic_tools_round_trip_and_stream(manager, tokenizer):
         assert m.stop_reason == "tool_use"
         text, use = m.content
         assert text.text == "Checking." and use.name == "bash" and use.input == {"cmd": "ls -la"}
+        assert use.id.startswith("toolu_")
         msgs += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]},
                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "a b"}]}]
         m2 = await c.messages.create(model="p", max_tokens=64, messages=msgs, tools=TOOLS_AN)
@@ -131,5 +132,6 @@ async def test_anthropic_tools_round_trip_and_stream(manager, tokenizer):
         rec = await server.close_session(s.id)
         assert rec.counters.extensions == 1 and "<tool_response>\na b\n</tool_response>" in tokenizer.decode(
             rec.token_ids)
+        assert rec.messages[1]["tool_calls"][0]["id"] == use.id and rec.messages[2]["tool_call_id"] == use.id
     finally:
         await server.close()

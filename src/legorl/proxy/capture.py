@@ -163,6 +163,8 @@ class Capture:
         parsed = (
             self.renderer.parser.parse(text, req.tools) if req.tools and req.tool_choice != "none" else ParseResult(text)
         )
+        for call in parsed.tool_calls:
+            call.id = req.call_id_prefix + call.id.removeprefix("call_")
         c, b = session.counters, plan.branch
         if plan.kind == "new":
             b.index, b.kind = len(session.branches), ("main" if not session.branches else "sub")

@@ -99,6 +99,7 @@ class ChatRequest:
     ignore_eos: bool = False
     stream: bool = False
     model: str = ""
+    call_id_prefix: str = "call_"  # tool-call ids in the protocol's style (Anthropic: toolu_)
 
 
 def validate_tool_results(messages: list[Message]) -> str | None:

@@ -28,8 +28,7 @@ def _blocks(r: CallResult) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = [{"type": "text", "text": r.content}] if r.content else []
     for c in r.tool_calls:
         args = c.arguments if isinstance(c.arguments, dict) else {"arguments": c.arguments}
-        blocks.append({"type": "tool_use", "id": "toolu_" + c.id.removeprefix("call_"), "name": c.name,
-                       "input": args})
+        blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": args})
     return blocks
 
 

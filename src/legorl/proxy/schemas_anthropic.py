@@ -137,7 +137,7 @@ def to_chat_request(req: MessagesRequest) -> ChatRequest:
         messages=to_messages(req), tools=_tools(req), tool_choice=_choice(req.tool_choice),
         max_tokens=req.max_tokens, temperature=1.0 if req.temperature is None else req.temperature,
         top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, seed=req.seed,
-        stop=list(req.stop_sequences or []), stream=req.stream, model=req.model,
+        stop=list(req.stop_sequences or []), stream=req.stream, model=req.model, call_id_prefix="toolu_",
     )
 
 

@@ -43,6 +43,11 @@ def _validation_message(exc: ValidationError) -> str:
 
 class ProxyServer:
     def __init__(self, manager: ServerManager, tokenizer: Any, config: ProxyConfig | None = None):
+        """`tokenizer`: an HF tokenizer, or a model directory to load it from."""
+        if isinstance(tokenizer, str | Path):
+            from legorl.models.chat import load_tokenizer
+
+            tokenizer = load_tokenizer(tokenizer)
         self.config = config or ProxyConfig()
         self.manager = manager
         self.renderer = ChatRenderer(tokenizer, get_parser(self.config.tool_parser))
@@ -130,7 +135,8 @@ class ProxyServer:
             except ValidationError as exc:
                 err = ProxyError(400, _validation_message(exc))
             except Exception as exc:  # never let one request take the server down
-                log.exception("proxy: unhandled error on %s", request.path)
+                # the route pattern, not the path: a session id is the session's only credential
+                log.exception("proxy: unhandled error on %s", request.match_info.route.resource.canonical)
                 err = ProxyError(500, f"internal proxy error: {type(exc).__name__}")
             finally:
                 if temp and session is not None:
