@@ -107,3 +107,31 @@ async def test_recompute_switch(manager, tokenizer, recompute):
     assert rec.counters.rewrites == 1 and rec.counters.retries == 0
     assert (rec.counters.recomputed_tokens > 0) == recompute
     assert all(lp is not None for lp, m in zip(rec.logprobs, rec.mask, strict=True) if m)
+
+
+async def test_native_template_and_qwen3_coder_parser(manager, tokenizer):
+    """A template that renders tools itself gets them natively; the qwen3_coder parser is chosen per run."""
+    from .test_render import NATIVE
+
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = NATIVE
+    call = "<tool_call>\n<function=bash>\n<parameter=cmd>\nls\n</parameter>\n</function>\n</tool_call>"
+    from legorl.proxy import ProxyConfig
+
+    server = ProxyServer(ScriptedManager(manager, tok, [call, "done"], eos_id=2), tok,
+                         ProxyConfig(tool_parser="qwen3_coder"))
+    await server.start()
+    s = server.open_session()
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {
+        "type": "object", "properties": {"cmd": {"type": "string"}}}}}]
+    msgs = [{"role": "user", "content": "files?"}]
+    r = await client(s).chat.completions.create(model="p", messages=msgs, tools=tools)
+    (tc,) = r.choices[0].message.tool_calls
+    assert tc.function.name == "bash" and tc.function.arguments == '{"cmd": "ls"}'
+    msgs += [r.choices[0].message.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": tc.id, "content": "a"}]
+    await client(s).chat.completions.create(model="p", messages=msgs, tools=tools)
+    rec = await server.close_session(s.id)
+    await server.close()
+    text = tok.decode(rec.token_ids)
+    assert rec.counters.extensions == 1 and rec.counters.template_drift == 0
+    assert text.startswith("<tools>[{") and "<|im_start|>tool\na<|im_end|>" in text and call in text
