@@ -160,3 +160,20 @@ def test_fuzz_request_bodies(manager, tokenizer):
     finally:
         loop.run_until_complete(server.close())
         loop.close()
+
+
+async def test_clamp_max_tokens(engine, tokenizer):
+    from legorl.serving.manager import SingleReplicaManager
+
+    manager = SingleReplicaManager(engine, 48)  # a small window keeps the clamped generation short
+    server = make_proxy(manager, tokenizer, clamp_max_tokens=True)
+    await server.start()
+    s = server.open_session()
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**6}
+    status, out = await post(s.base_url + AN, body)
+    window = manager.max_model_len
+    assert status == 200 and out["usage"]["input_tokens"] + out["usage"]["output_tokens"] <= window
+    assert out["stop_reason"] in ("max_tokens", "end_turn")
+    rec = await server.close_session(s.id)
+    await server.close()
+    assert not rec.context_overflow

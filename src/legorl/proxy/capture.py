@@ -89,6 +89,8 @@ class Capture:
         window = self.manager.max_model_len
         room = window - prompt_len
         max_tokens = req.max_tokens if req.max_tokens is not None else min(self.config.default_max_tokens, room)
+        if self.config.clamp_max_tokens and room >= 1:
+            max_tokens = min(max_tokens, room)
         if max_tokens < 1 or prompt_len + max_tokens > window:
             session.context_overflow = True
             session.counters.context_overflows += 1
@@ -107,6 +109,8 @@ class Capture:
         return sp
 
     async def _run(self, session: Session, req: ChatRequest, plan: Plan) -> CallResult:
+        if session.closed:
+            raise ProxyError(404, "session closed")
         prompt = plan.prompt_ids
         sp = self._sampling(session, req, len(prompt))
         greq = GenerateRequest(prompt, sp, session_id=session.id, return_routed_experts=self.config.capture_routing)
