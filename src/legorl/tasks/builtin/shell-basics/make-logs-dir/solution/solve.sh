@@ -1,0 +1,5 @@
+#!/bin/bash
+# Oracle for shell-basics/make-logs-dir.
+set -euo pipefail
+cd /app
+mkdir /app/logs
