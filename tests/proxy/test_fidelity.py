@@ -68,6 +68,11 @@ async def test_tool_session_matches_one_shot_render(manager, tokenizer, hf_model
     # the accumulator stops at the last end-of-turn token; the template's "\n" after it is not sampled
     assert ids == expected[: len(ids)] and tokenizer.decode(expected[len(ids):]) == "\n"
     assert rec.mask[-1] == 1 and ids[-1] == 2
+    newline = tokenizer.encode("\n", add_special_tokens=False)
+    for i, t in enumerate(ids[:-1]):  # every emitted end-of-turn token is policy; the template's "\n" is not
+        if t == 2 and rec.mask[i]:
+            assert ids[i + 1 : i + 2] == newline and rec.mask[i + 1] == 0
+    assert sum(1 for i, t in enumerate(ids) if t == 2 and rec.mask[i]) == 3
     assert assert_policy_logprobs(rec.main, hf_model) == sum(len(tokenizer.encode(t)) + 1 for t in SCRIPT)
     assert all((lp is None) == (v == -1) for lp, v in zip(rec.logprobs, rec.weight_versions, strict=True))
 
