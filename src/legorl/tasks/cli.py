@@ -13,8 +13,10 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")
 
 
-def _fail(message: str, code: int = 2) -> None:
-    typer.echo(message, err=True)
+def _fail(message: object, code: int = 2) -> None:
+    if isinstance(message, KeyError) and message.args:  # str(KeyError) adds quotes
+        message = message.args[0]
+    typer.echo(str(message), err=True)
     raise typer.Exit(code)
 
 
@@ -31,7 +33,7 @@ def validate_cmd(
         try:
             tasks, probs = collect_tasks(path, strict=not lenient)
         except (OSError, ValueError, KeyError) as exc:
-            problems.append(f"{path}: {exc}")
+            problems.append(f"{path}: {exc.args[0] if isinstance(exc, KeyError) else exc}")
             continue
         total += len(tasks)
         problems.extend(probs)
@@ -64,7 +66,7 @@ def index_cmd(
             typer.echo(p.full())
         _fail(f"not indexed: {len(exc.problems)} problem(s)")
     except (ValueError, KeyError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     n_val = sum(e.split == "val" for e in entries)
     typer.echo(f"wrote {out}: {len(entries)} task(s) ({len(entries) - n_val} train, {n_val} val)")
 
@@ -98,7 +100,7 @@ def list_cmd(
             typer.echo(prob.full())
         _fail(f"{len(exc.problems)} problem(s)")
     except (OSError, ValueError, KeyError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     console = Console()
     id_width = min(max((len(t.id) for t in tasks), default=2), 40)
     table.add_column("id", no_wrap=True, min_width=id_width)
@@ -146,7 +148,7 @@ def convert_cmd(
     try:
         dirs = convert_file(records, out, source=source, overwrite=overwrite)
     except ConversionError as exc:
-        _fail(str(exc))
+        _fail(exc)
     typer.echo(f"wrote {len(dirs)} task(s) under {out}")
     if check:
         check_cmd([str(d) for d in dirs], backend="local", jobs=2)
@@ -171,7 +173,7 @@ def check_cmd(
             typer.echo(p.full())
         _fail(f"{len(exc.problems)} problem(s)")
     except (OSError, ValueError, KeyError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     results = asyncio.run(check_tasks(tasks, backend=backend, concurrency=jobs))
     bad = [r for r in results if not r.ok]
     for r in bad:
