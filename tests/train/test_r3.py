@@ -43,7 +43,7 @@ def forward(model, ids, routing=None):
     rec = RoutingRecorder(model)  # registered after the replayer: sees the replayed ids
     try:
         if rep is not None:
-            rep.routing = routing_tensor([routing], len(ids), len(rep.routers), 2)
+            rep.routing = routing_tensor([routing], len(ids), len(rep.routers), rep.routers[0].top_k)
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([ids])).logits[0]
         return logits, rec.take()

@@ -55,6 +55,12 @@ def _build_tiny_moe(out: Path) -> None:
     build_tiny_qwen3_moe(out)
 
 
+def _build_tiny_moe_wide(out: Path) -> None:
+    from legorl.models.tiny import build_tiny_qwen3_moe
+
+    build_tiny_qwen3_moe(out, num_experts=64, top_k=8, expert_std=0.3)
+
+
 REGISTRY: dict[str, ModelEntry] = {
     e.name: e
     for e in [
@@ -68,6 +74,10 @@ REGISTRY: dict[str, ModelEntry] = {
         ),
         ModelEntry(
             "tiny-qwen3-moe", "random-weight 2-layer Qwen3-MoE, 4 experts top-2 (unit tests, R3)", _build_tiny_moe, "2"
+        ),
+        ModelEntry(
+            "tiny-qwen3-moe-wide", "random-weight 2-layer Qwen3-MoE, 64 experts top-8 (R3 benchmark)",
+            _build_tiny_moe_wide, "2",
         ),
     ]
 }

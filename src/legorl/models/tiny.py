@@ -54,7 +54,7 @@ def build_tiny_llama(out: Path) -> None:
     _save(model, out)
 
 
-def build_tiny_qwen3_moe(out: Path) -> None:
+def build_tiny_qwen3_moe(out: Path, num_experts: int = 4, top_k: int = 2, expert_std: float | None = None) -> None:
     import torch
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
@@ -68,8 +68,8 @@ def build_tiny_qwen3_moe(out: Path) -> None:
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=16,
-        num_experts=4,
-        num_experts_per_tok=2,
+        num_experts=num_experts,
+        num_experts_per_tok=top_k,
         decoder_sparse_step=1,
         norm_topk_prob=True,
         max_position_embeddings=2048,
@@ -78,4 +78,8 @@ def build_tiny_qwen3_moe(out: Path) -> None:
     model = Qwen3MoeForCausalLM(cfg).to(torch.float32)
     with torch.no_grad():
         model.model.embed_tokens.weight.normal_(0.0, EMBED_STD)
+        if expert_std is not None:  # experts that matter: routing choices then move the logits
+            for layer in model.model.layers:
+                for p in layer.mlp.experts.parameters():
+                    p.normal_(0.0, expert_std)
     _save(model, out)

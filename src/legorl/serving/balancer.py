@@ -19,6 +19,7 @@ from typing import Literal
 from legorl.serving.pool import NoHealthyReplicaError, Replica, ReplicaPool
 
 Policy = Literal["sticky", "round_robin"]
+RouteKind = Literal["sticky", "new", "repin", "round_robin", "anonymous"]
 
 
 class LoadBalancer:
@@ -46,28 +47,34 @@ class LoadBalancer:
         return rep if rep is not None else self._least_loaded(healthy)
 
     def pick(self, session_id: str | None, prefer: str | None = None) -> Replica:
-        """Choose (and pin) the replica for one call. `prefer` is a replica the scheduler already
-        probed for this session; it is honoured when healthy and the session is not pinned elsewhere."""
+        """Choose (and pin) the replica for one call; see `route`."""
+        return self.route(session_id, prefer)[0]
+
+    def route(self, session_id: str | None, prefer: str | None = None) -> tuple[Replica, RouteKind]:
+        """The replica for one call and why. `prefer` is a replica the scheduler already probed
+        for this session; it is honoured when healthy and the session is not pinned elsewhere."""
         healthy = self._healthy()
         if self.policy == "round_robin":
-            return self._next_rr(healthy)
+            return self._next_rr(healthy), "round_robin"
         if session_id is None:
-            return self._least_loaded(healthy)
+            return self._least_loaded(healthy), "anonymous"
         rep = self._pinned(session_id)
         if rep is not None:
             self._pins.move_to_end(session_id)
             self.counters["sticky_hits"] += 1
-            return rep
-        if session_id in self._pins:  # pinned to a replica that is gone
+            return rep, "sticky"
+        kind: RouteKind = "new"
+        if session_id in self._pins:  # pinned to a replica that is gone: this call re-prefills
             self._unpin(session_id)
             self.counters["repins"] += 1
+            kind = "repin"
         else:
             self.counters["new_sessions"] += 1
         chosen = self.pool.get(prefer) if prefer else None
         if chosen is None or not chosen.healthy:
             chosen = self._least_loaded(healthy)
         self._pin(session_id, chosen.id)
-        return chosen
+        return chosen, kind
 
     def replica_of(self, session_id: str) -> str | None:
         return self._pins.get(session_id)

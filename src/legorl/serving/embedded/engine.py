@@ -101,14 +101,15 @@ class EmbeddedEngine:
         )
 
     @classmethod
-    def from_pretrained(cls, spec: str | Path, **kwargs: Any) -> EmbeddedEngine:
-        """Load a model by store name or local HF directory (fp32: CPU bf16 is slow and shifts logprobs)."""
+    def from_pretrained(cls, spec: str | Path, dtype: torch.dtype = torch.float32, **kwargs: Any) -> EmbeddedEngine:
+        """Load a model by store name or local HF directory (default fp32: on CPU bf16 is ~4x slower and
+        shifts logprobs; bf16 is useful to reproduce a GPU engine's rollout/trainer mismatch)."""
         from transformers import AutoModelForCausalLM
 
         from legorl.models.store import resolve_model
 
         path = resolve_model(spec)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         kwargs.setdefault("name", path.name)
         return cls(model, **kwargs)
 

@@ -1,0 +1,358 @@
+"""Session-level scheduler: an admission gate in front of the balancer (opt-in).
+
+Why: an agent session alternates model calls with tool calls. Under KV pressure, admitting every
+call lets new sessions evict the cached prefixes of sessions that are mid-trajectory, so every turn
+re-prefills its whole history. The gate keeps the working set small instead: below the high
+watermark everything is admitted; above it, only sessions that already own KV (a reservation, or a
+prefix that is still resident on their replica) go ahead, and the rest wait for room.
+
+Decision per `acquire(session_id, prompt_ids)`, in order (the reason is recorded per admission):
+
+- the session owns a reservation (in flight, or in its idle grace window) -> `reserved_session`
+  (no probing at all);
+- KV usage of the target replica below `high_watermark` -> `open`;
+- the prefix probe fails -> `prefix_probe_unavailable` (never a hang on a missing probe);
+  (a failing KV-usage probe likewise admits, as `kv_probe_unavailable`);
+- resident prefix hit ratio >= `hit_threshold` -> `resident_prefix`;
+- otherwise wait `wait_poll_sec` or until another lease is released, then decide again.
+
+Ownership windows: an admission under pressure reserves the session for its in-flight request;
+`release()` turns the reservation into an idle grace window of `idle_grace_sec`, so the session's
+next turn (after its tool call) is admitted without probing. `finish_session()` or expiry ends it
+(expired windows are purged lazily, waking waiters). A lease released by a failed or cancelled call
+drops its reservation at once.
+
+Attempt preemption: when a newer attempt of the same session (same `attempt_key`, by default the
+session itself) arrives while an older one waits, the older one is aborted at its next checkpoint
+(it is woken at once) with `AttemptPreempted`, counted in the session's `num_preempted`.
+
+Probes are `Engine.kv_cache_usage()` (every decision) and `Engine.prefix_cache_probe(ids)` (only
+above the watermark); both are read-only lookups that never queue work or touch the LRU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from legorl.serving.types import Engine, EngineError
+
+MIN_POLL_SEC = 5.0  # production floor for wait_poll_sec (see SchedulerConfig.floored)
+
+# (replica id, engine) the session would be routed to now; supplied by the pool manager
+TargetFn = Callable[[str], tuple[str, Engine]]
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    high_watermark: float = 0.85
+    hit_threshold: float = 0.80
+    wait_poll_sec: float = MIN_POLL_SEC
+    idle_grace_sec: float = 60.0
+    max_wait_sec: float | None = None  # None: wait until admitted; else admit as "max_wait" after it
+    preempt_superseded: bool = True
+    count_pending: bool = True  # add admitted leases' prompt tokens to the probe (guards a wake-up herd)
+    max_sessions: int = 100_000  # bound on per-session state (idle sessions evicted LRU)
+
+    def floored(self) -> SchedulerConfig:
+        """The production form: polling no faster than every `MIN_POLL_SEC` (tests may go lower)."""
+        return replace(self, wait_poll_sec=max(self.wait_poll_sec, MIN_POLL_SEC))
+
+
+class AdmissionAborted(EngineError):
+    """The waiting call was aborted before admission (request aborted or session finished)."""
+
+
+class AttemptPreempted(AdmissionAborted):
+    """A newer attempt of the same session superseded this waiting one."""
+
+
+@dataclass
+class _Session:
+    id: str
+    active: int = 0
+    reserved: bool = False
+    grace_until: float | None = None
+    attempts: dict[str, int] = field(default_factory=dict)
+    num_preempted: int = 0
+    waiting: int = 0
+
+
+@dataclass
+class _Waiter:
+    session_id: str
+    key: str
+    attempt: int
+    request_id: str | None
+    aborted: str | None = None
+
+
+class Lease:
+    """An admitted call. Release it exactly once (idempotent); `async with` does it for you."""
+
+    def __init__(self, sched: SessionScheduler, session_id: str, reason: str, replica_id: str | None,
+                 tokens: int, waited_s: float):
+        self._sched = sched
+        self.session_id = session_id
+        self.reason = reason
+        self.replica_id = replica_id
+        self.tokens = tokens
+        self.waited_s = waited_s
+        self.released = False
+
+    def release(self, failed: bool = False) -> None:
+        if not self.released:
+            self.released = True
+            self._sched._release(self, failed)
+
+    async def __aenter__(self) -> Lease:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.release(failed=exc_type is not None)
+
+
+class SessionScheduler:
+    def __init__(self, target: TargetFn, config: SchedulerConfig | None = None):
+        self.target = target
+        self.config = config or SchedulerConfig()
+        if not 0 < self.config.high_watermark <= 1 or not 0 <= self.config.hit_threshold <= 1:
+            raise ValueError("high_watermark must be in (0, 1] and hit_threshold in [0, 1]")
+        if self.config.wait_poll_sec <= 0:
+            raise ValueError("wait_poll_sec must be > 0")
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._idle: OrderedDict[str, float] = OrderedDict()  # idle reservations in expiry order
+        self._waiters: list[_Waiter] = []
+        self._changed = asyncio.Event()
+        self._pending: dict[str, int] = {}  # replica id -> prompt tokens of active leases
+        self._budget: dict[str, int | None] = {}
+        self.admissions: dict[str, int] = {}
+        self.counters = dict.fromkeys(
+            ["waited", "preempted", "aborted_waits", "expired_reservations", "queue_len_max"], 0
+        )
+        self.wait_total_s = 0.0
+        self.wait_max_s = 0.0
+
+    # -- public API -------------------------------------------------------------------------------
+    async def acquire(
+        self, session_id: str, prompt_ids: list[int], *, attempt_key: str | None = None,
+        request_id: str | None = None,
+    ) -> Lease:
+        st = self._session(session_id)
+        key = attempt_key or session_id
+        attempt = st.attempts.get(key, 0) + 1
+        st.attempts[key] = attempt
+        if self.config.preempt_superseded:
+            self._supersede(st, key, attempt)
+        t0 = time.monotonic()
+        me: _Waiter | None = None
+        try:
+            while True:
+                self._purge()
+                if me is not None and me.aborted:
+                    raise (AttemptPreempted if me.aborted == "preempted" else AdmissionAborted)(
+                        f"session {session_id}: call {me.aborted} while waiting for admission"
+                    )
+                changed = self._changed
+                decision = self._decide(st, prompt_ids)
+                waited = time.monotonic() - t0
+                if decision is None and self.config.max_wait_sec is not None and waited >= self.config.max_wait_sec:
+                    decision = ("max_wait", None)
+                if decision is not None:
+                    return self._admit(st, decision, len(prompt_ids), waited if me else 0.0)
+                if me is None:
+                    me = _Waiter(session_id, key, attempt, request_id)
+                    self._waiters.append(me)
+                    st.waiting += 1
+                    self.counters["queue_len_max"] = max(self.counters["queue_len_max"], len(self._waiters))
+                timeout = self.config.wait_poll_sec
+                if self.config.max_wait_sec is not None:
+                    timeout = max(min(timeout, self.config.max_wait_sec - waited), 0.0)
+                try:
+                    await asyncio.wait_for(changed.wait(), timeout)
+                except TimeoutError:
+                    pass
+        finally:
+            if me is not None:
+                self._waiters.remove(me)
+                st.waiting -= 1
+                dt = time.monotonic() - t0
+                self.counters["waited"] += 1
+                self.wait_total_s += dt
+                self.wait_max_s = max(self.wait_max_s, dt)
+                if me.aborted:
+                    self.counters["aborted_waits"] += 1
+
+    def abort(self, request_id: str) -> bool:
+        """Abort a call still waiting for admission; True if one was found."""
+        for w in self._waiters:
+            if w.request_id == request_id and not w.aborted:
+                w.aborted = "aborted"
+                self._wake()
+                return True
+        return False
+
+    def finish_session(self, session_id: str) -> None:
+        """The session is over: end its reservation, abort its waiting calls, forget its state."""
+        st = self._sessions.get(session_id)
+        if st is None:
+            return
+        for w in self._waiters:
+            if w.session_id == session_id and not w.aborted:
+                w.aborted = "session_finished"
+        st.reserved, st.grace_until = False, None
+        self._idle.pop(session_id, None)
+        if st.active == 0 and st.waiting == 0:
+            del self._sessions[session_id]
+        self._wake()
+
+    def session_info(self, session_id: str) -> dict[str, float]:
+        st = self._sessions.get(session_id)
+        if st is None:
+            return {}
+        return {"active": st.active, "reserved": float(self._owns(st)), "num_preempted": st.num_preempted,
+                "waiting": st.waiting}
+
+    def reserved(self, session_id: str) -> bool:
+        self._purge()
+        st = self._sessions.get(session_id)
+        return st is not None and self._owns(st)
+
+    @property
+    def queue_len(self) -> int:
+        return len(self._waiters)
+
+    def metrics(self) -> dict[str, float]:
+        self._purge()
+        out = {f"sched/admit/{k}": float(v) for k, v in sorted(self.admissions.items())}
+        out.update({f"sched/{k}": float(v) for k, v in self.counters.items()})
+        n = self.counters["waited"]
+        out["sched/num_preempted"] = float(self.counters["preempted"])
+        out["sched/queue_len"] = float(len(self._waiters))
+        out["sched/wait_time_total_s"] = self.wait_total_s
+        out["sched/wait_time_mean_s"] = self.wait_total_s / n if n else 0.0
+        out["sched/wait_time_max_s"] = self.wait_max_s
+        out["sched/reservations"] = float(sum(self._owns(s) for s in self._sessions.values()))
+        return out
+
+    # -- decisions --------------------------------------------------------------------------------
+    def _decide(self, st: _Session, ids: list[int]) -> tuple[str, str | None] | None:
+        try:
+            rid, engine = self.target(st.id)
+        except Exception:  # no routable replica: let the call through and fail (or fail over) there
+            rid, engine = None, None
+        if self._owns(st):
+            return ("reserved_session", rid)
+        if engine is None:
+            return ("probe_unavailable", None)
+        try:
+            usage = float(engine.kv_cache_usage())
+        except Exception:
+            usage = math.nan
+        if math.isnan(usage):
+            return ("kv_probe_unavailable", rid)
+        if self.config.count_pending:
+            usage = max(usage, self._pending_usage(rid, engine))
+        if usage < self.config.high_watermark:
+            return ("open", rid)
+        try:
+            ratio = engine.prefix_cache_probe(ids).ratio
+        except Exception:
+            return ("prefix_probe_unavailable", rid)
+        if ratio >= self.config.hit_threshold:
+            return ("resident_prefix", rid)
+        return None
+
+    def _admit(self, st: _Session, decision: tuple[str, str | None], tokens: int, waited: float) -> Lease:
+        reason, rid = decision
+        self.admissions[reason] = self.admissions.get(reason, 0) + 1
+        if reason not in ("open", "kv_probe_unavailable", "probe_unavailable", "max_wait"):
+            st.reserved = True  # admitted under pressure: the session owns its KV until release + grace
+        st.grace_until = None
+        self._idle.pop(st.id, None)
+        st.active += 1
+        if rid is not None:
+            self._pending[rid] = self._pending.get(rid, 0) + tokens
+        return Lease(self, st.id, reason, rid, tokens, waited)
+
+    def _release(self, lease: Lease, failed: bool) -> None:
+        if lease.replica_id is not None:
+            left = self._pending.get(lease.replica_id, 0) - lease.tokens
+            if left > 0:
+                self._pending[lease.replica_id] = left
+            else:
+                self._pending.pop(lease.replica_id, None)
+        st = self._sessions.get(lease.session_id)
+        if st is not None:
+            st.active -= 1
+            if st.active == 0 and st.reserved:
+                if failed:  # a crashed or cancelled call must not leave its KV claim behind
+                    st.reserved = False
+                else:
+                    st.grace_until = time.monotonic() + self.config.idle_grace_sec
+                    self._idle[st.id] = st.grace_until
+                    self._idle.move_to_end(st.id)
+        self._wake()
+
+    def _supersede(self, st: _Session, key: str, attempt: int) -> None:
+        for w in self._waiters:
+            if w.session_id == st.id and w.key == key and w.attempt < attempt and not w.aborted:
+                w.aborted = "preempted"
+                st.num_preempted += 1
+                self.counters["preempted"] += 1
+        self._wake()
+
+    # -- state ------------------------------------------------------------------------------------
+    def _owns(self, st: _Session) -> bool:
+        if not st.reserved:
+            return False
+        return st.active > 0 or (st.grace_until is not None and st.grace_until > time.monotonic())
+
+    def _purge(self) -> None:
+        now, woke = time.monotonic(), False
+        while self._idle:
+            sid, until = next(iter(self._idle.items()))
+            if until > now:
+                break
+            del self._idle[sid]
+            st = self._sessions.get(sid)
+            if st is not None and st.active == 0 and st.grace_until == until:
+                st.reserved, st.grace_until = False, None
+                self.counters["expired_reservations"] += 1
+                woke = True
+        if woke:
+            self._wake()
+
+    def _session(self, session_id: str) -> _Session:
+        st = self._sessions.get(session_id)
+        if st is None:
+            st = self._sessions[session_id] = _Session(session_id)
+            self._evict()
+        else:
+            self._sessions.move_to_end(session_id)
+        return st
+
+    def _evict(self) -> None:
+        over = len(self._sessions) - self.config.max_sessions
+        if over <= 0:
+            return
+        for sid in [sid for sid, st in self._sessions.items() if st.active == 0 and st.waiting == 0][:over]:
+            del self._sessions[sid]
+            self._idle.pop(sid, None)
+
+    def _pending_usage(self, rid: str, engine: Engine) -> float:
+        if rid not in self._budget:
+            try:
+                self._budget[rid] = int(engine.stats().kv_budget_tokens) or None
+            except Exception:
+                self._budget[rid] = None
+        budget = self._budget[rid]
+        return self._pending.get(rid, 0) / budget if budget else 0.0
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
