@@ -243,3 +243,15 @@ def test_crashed_trainer_leaves_no_sandbox_running(make_task, sandbox_root: Path
     from legorl.env.local import cleanup_stale
 
     assert cleanup_stale(sandbox_root) == 1  # the dead owner's trial dir is swept
+
+
+async def test_cancelled_exec_kills_its_processes(make_task, sandbox_root: Path) -> None:
+    """A worker that gives up on a command (asyncio cancellation) must not leave it running."""
+    async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(sb.exec("sleep 100 & sleep 101"), 0.5)
+        deadline = time.monotonic() + 5
+        while uid_processes(sb.uid, zombies=False) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert uid_processes(sb.uid, zombies=False) == []
+        assert (await sb.exec("echo fine")).stdout == "fine\n"
