@@ -60,3 +60,24 @@ def test_infer_band_writes_index(tmp_path):
     assert sorted(e.instance_id for e in read_index(out)) == ["make-dir", "rename-file"]
     res = runner.invoke(app, ["infer", *TWO, "--agent", "oracle", "-n", "2", "-o", str(out)])  # 1..N-1
     assert res.exit_code == 0 and "kept 0/2" in res.output and read_index(out) == []
+
+
+async def test_evaluate_against_a_base_url(engine, tokenizer):
+    """`--base-url`: any OpenAI-compatible server (here the proxy's bare routes); no tokens captured."""
+    from legorl.agents.base import ScaffoldLimits
+    from legorl.proxy import ProxyConfig, ProxyServer
+    from legorl.serving.manager import SingleReplicaManager
+    from legorl.tasks import load_tasks
+    from legorl.workers import WorkerConfig
+    from legorl.workers.evaluation import PolicySpec, evaluate
+
+    server = ProxyServer(SingleReplicaManager(engine, engine.max_model_len), tokenizer, ProxyConfig(bare_routes=True))
+    await server.start()
+    try:
+        tasks = [t for t in load_tasks("builtin:shell-basics") if t.id == "make-dir"]
+        cfg = WorkerConfig(limits=ScaffoldLimits(max_turns=2, max_tokens_per_call=8))
+        report = await evaluate(tasks, 2, cfg, PolicySpec(base_url=server.url))  # model name from /v1/models
+    finally:
+        await server.close()
+    assert [r.outcome for r in report.results] == ["failed", "failed"], [r.reason for r in report.results]
+    assert all(r.rollout is None and r.turns == 2 for r in report.results)
