@@ -29,6 +29,7 @@ concurrency = 4
 kv_budget_tokens = 8192
 [algorithm]
 n_resp_per_prompt = 2
+entropy_coef = 0.01  # a random tiny model solves nothing: the entropy term still gives a gradient
 [trainer]
 train_batch_size = 2
 total_steps = {steps}
