@@ -255,3 +255,12 @@ async def test_cancelled_exec_kills_its_processes(make_task, sandbox_root: Path)
             await asyncio.sleep(0.05)
         assert uid_processes(sb.uid, zombies=False) == []
         assert (await sb.exec("echo fine")).stdout == "fine\n"
+
+
+async def test_no_nested_namespaces_or_privileges(make_task, sandbox_root: Path) -> None:
+    async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
+        r = await sb.exec("unshare -r id -u")
+        assert r.exit_code != 0, r  # nested user namespaces are disabled (bwrap --disable-userns)
+        r = await sb.exec("grep CapEff /proc/self/status; id -u")
+        cap, uid = r.stdout.split()[1], r.stdout.split()[2]
+        assert int(cap, 16) == 0 and uid == str(sb.uid)

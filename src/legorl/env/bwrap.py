@@ -7,6 +7,7 @@ those directories, so mounting /tests or /solution later is just another bind on
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,20 @@ def check_bwrap(path: str) -> str:
             "Install it with `apt-get install bubblewrap` (or pass bwrap=PATH), or use backend='docker'."
         )
     return str(p)
+
+
+_FEATURES: dict[str, bool] = {}
+
+
+def supports_disable_userns(bwrap: str) -> bool:
+    """bubblewrap >= 0.8 can forbid nested user namespaces (a large kernel attack surface)."""
+    if bwrap not in _FEATURES:
+        try:
+            out = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        _FEATURES[bwrap] = "--disable-userns" in out
+    return _FEATURES[bwrap]
 
 
 def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -85,6 +100,8 @@ class BwrapSpec:
         a += ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network:
             a.append("--unshare-net")
+        if supports_disable_userns(self.bwrap):
+            a.append("--disable-userns")
         a += ["--die-with-parent", "--new-session", "--hostname", self.hostname]
         for d in self.system_ro:
             if Path(d).exists():
