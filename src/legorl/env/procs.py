@@ -12,11 +12,13 @@ import contextlib
 import os
 import resource
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from legorl.env.base import SandboxError
 from legorl.env.output import DEFAULT_OUTPUT_CAP, CappedBuffer, drain
 
 # Only these reach bwrap itself; the sandboxed command gets its own clean env via --setenv.
@@ -122,7 +124,10 @@ async def run(
     on_exit: Callable[[int], None] | None = None,
 ) -> RunOutput:
     """Runs one sandboxed command to completion or timeout; output is capped but always drained."""
-    preexec = _make_preexec(spec)
+    try:
+        preexec = _make_preexec(spec)
+    except OSError as e:
+        raise SandboxError(f"cannot join the trial's cgroup: {e}") from e
     host_env = {k: os.environ[k] for k in _HOST_ENV_KEYS if k in os.environ}
     t0 = time.monotonic()
     try:
@@ -135,6 +140,8 @@ async def run(
             start_new_session=True,
             env=host_env,
         )
+    except (OSError, subprocess.SubprocessError) as e:
+        raise SandboxError(f"cannot start the sandboxed process ({spec.argv[0]}): {e}") from e
     finally:
         for fd in preexec.fds:  # type: ignore[attr-defined]
             os.close(fd)
