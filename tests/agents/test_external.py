@@ -1,10 +1,12 @@
-"""mini-swe-agent through the real `mini` CLI: model calls through the proxy, commands in the sandbox."""
+"""Real agent CLIs as scaffolds: mini-swe-agent (host process, exec bridge) and Claude Code (inside the
+sandbox, behind the relay). Each test runs the real CLI against the proxy over the embedded engine."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
 import json
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -12,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from legorl.agents.base import ScaffoldLimits, SessionEndpoint
-from legorl.agents.install import AgentNotInstalledError
+from legorl.agents.claude_code import ClaudeCode
+from legorl.agents.install import AgentNotInstalledError, find_binary
 from legorl.agents.mini_swe import MiniSweAgent
 from legorl.env.local import LocalSandbox
 from legorl.models.chat import encode_text
@@ -21,10 +24,21 @@ from legorl.serving.manager import SingleReplicaManager
 from legorl.serving.types import GenerateRequest, TokenOutput
 from legorl.tasks.model import Task, TaskLimits
 
-pytestmark = pytest.mark.skipif(
+needs_mini = pytest.mark.skipif(
     importlib.util.find_spec("minisweagent") is None,
     reason="mini-swe-agent is not installed (legorl agents install mini-swe-agent)",
 )
+
+
+def _claude_missing() -> str:
+    try:
+        find_binary("claude-code")
+    except AgentNotInstalledError as exc:
+        return str(exc)
+    return ""
+
+
+needs_claude = pytest.mark.skipif(bool(_claude_missing()), reason=_claude_missing() or "claude installed")
 
 
 @pytest.fixture(scope="module")
@@ -87,11 +101,27 @@ class ScriptedManager:
         self.real.end_session(session_id)
 
 
-def _call(command: str) -> str:
-    return '<tool_call>\n{"name": "bash", "arguments": ' + json.dumps({"command": command}) + "}\n</tool_call>"
+def _call(command: str, tool: str = "bash") -> str:
+    return '<tool_call>\n{"name": "' + tool + '", "arguments": ' + json.dumps({"command": command}) + "}\n</tool_call>"
 
 
-async def _trial(manager, tokenizer, task, sandbox_root, tmp_path, limits):
+class HangingManager(ScriptedManager):
+    """TEST DOUBLE: a policy that answers only when aborted, so only the trial's timeout ends the agent."""
+
+    aborted: dict[str, asyncio.Event]
+
+    async def generate(self, request: GenerateRequest) -> TokenOutput:
+        self.aborted = getattr(self, "aborted", {})
+        event = self.aborted.setdefault(request.request_id, asyncio.Event())
+        await asyncio.wait_for(event.wait(), 600)
+        return TokenOutput(request.request_id, len(request.prompt_ids), [], [], "abort", self.weight_version)
+
+    async def abort(self, request_id):
+        self.aborted = getattr(self, "aborted", {})
+        self.aborted.setdefault(request_id, asyncio.Event()).set()
+
+
+async def _trial(manager, tokenizer, task, sandbox_root, tmp_path, limits, scaffold=None, wait=None):
     proxy = ProxyServer(manager, tokenizer, ProxyConfig())
     await proxy.start()
     sandbox = LocalSandbox(task, root_dir=sandbox_root)
@@ -99,16 +129,38 @@ async def _trial(manager, tokenizer, task, sandbox_root, tmp_path, limits):
     try:
         s = proxy.open_session()
         endpoint = SessionEndpoint(s.openai_base_url, s.anthropic_base_url, model="legorl-policy")
-        result = await MiniSweAgent().run(task.instruction, sandbox, endpoint, limits, tmp_path / "logs")
+        run = (scaffold or MiniSweAgent()).run(task.instruction, sandbox, endpoint, limits, tmp_path / "logs")
+        result = await asyncio.wait_for(run, wait)
         record = await proxy.close_session(s.id)
         workdir = sandbox.host_path(task.workdir)
-        files = {p.name: p.read_text() for p in workdir.iterdir()} if workdir else {}
+        files = {p.name: p.read_text() for p in workdir.iterdir() if p.is_file()} if workdir else {}
         return result, record, files
     finally:
         await sandbox.stop()
         await proxy.close()
 
 
+def _policy_logprobs(record) -> list[float | None]:
+    return [lp for lp, m in zip(record.logprobs, record.mask, strict=True) if m]
+
+
+def _procs_matching(needle: str) -> list[str]:
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if needle in cmd:
+                out.append(f"{pid}: {cmd[:200]}")
+    return out
+
+
+# ---- mini-swe-agent --------------------------------------------------------------------------------
+
+
+@needs_mini
 async def test_mini_runs_commands_in_the_sandbox(tiny_stack, task, sandbox_root, tmp_path):
     real, tok = tiny_stack
     marker = tmp_path / "host-marker.txt"
@@ -124,12 +176,13 @@ async def test_mini_runs_commands_in_the_sandbox(tiny_stack, task, sandbox_root,
     assert host == "sandbox" and int(uid) != 0  # ran in the bubblewrap sandbox, as its non-root uid
     assert not marker.exists()  # a host path written from inside never reaches the host
     assert record.counters.calls == 2 and record.counters.tool_calls == 2
-    policy = [lp for lp, m in zip(record.logprobs, record.mask, strict=True) if m]
+    policy = _policy_logprobs(record)
     assert policy and all(lp is not None and lp <= 0 for lp in policy)
     cmds = json.loads((tmp_path / "logs" / "bridge_commands.json").read_text())
     assert [c["returncode"] for c in cmds] == [0, 0]
 
 
+@needs_mini
 async def test_mini_real_engine_rollout_is_captured(tiny_stack, task, sandbox_root, tmp_path):
     real, tok = tiny_stack
     limits = ScaffoldLimits(max_turns=2, timeout_sec=120, max_tokens_per_call=24, max_no_action=2)
@@ -137,10 +190,26 @@ async def test_mini_real_engine_rollout_is_captured(tiny_stack, task, sandbox_ro
     # Garbage from a random model ends by format errors or the turn limit; the calls are what matter.
     assert result.exit_status in ("no_action_limit", "turn_limit", "context_overflow"), result
     assert record.counters.calls >= 1 and sum(record.mask) > 0
-    policy = [lp for lp, m in zip(record.logprobs, record.mask, strict=True) if m]
+    policy = _policy_logprobs(record)
     assert all(lp is not None and lp <= 0 for lp in policy) and any(lp < 0 for lp in policy)
     traj = json.loads((tmp_path / "logs" / "mini.traj.json").read_text())
     assert traj["info"]["config"]["environment_type"].endswith("BridgeEnvironment")
+
+
+@needs_mini
+@pytest.mark.parametrize("how", ["own-timeout", "cancelled"])
+async def test_mini_never_outlives_the_trial(tiny_stack, task, sandbox_root, tmp_path, how):
+    real, tok = tiny_stack
+    limits = ScaffoldLimits(max_turns=2, timeout_sec=3 if how == "own-timeout" else 600)
+    run = _trial(HangingManager(real, tok, []), tok, task, sandbox_root, tmp_path, limits,
+                 wait=None if how == "own-timeout" else 8)
+    if how == "own-timeout":
+        result, _, _ = await run
+        assert result.exit_status == "error" and "time limit" in (result.error or "")
+    else:
+        with pytest.raises(TimeoutError):
+            await run
+    assert not _procs_matching(str(tmp_path / "logs" / "mini-legorl.yaml"))
 
 
 async def test_missing_mini_names_the_install_command(tmp_path, task, monkeypatch):
@@ -148,3 +217,58 @@ async def test_missing_mini_names_the_install_command(tmp_path, task, monkeypatc
     endpoint = SessionEndpoint("http://127.0.0.1:1/v1", "http://127.0.0.1:1")
     with pytest.raises(AgentNotInstalledError, match="legorl agents install mini-swe-agent"):
         await MiniSweAgent().run("x", LocalSandbox(task), endpoint, ScaffoldLimits(), tmp_path)
+
+
+# ---- Claude Code -----------------------------------------------------------------------------------
+
+
+@needs_claude
+async def test_claude_runs_its_tools_in_the_sandbox(tiny_stack, task, sandbox_root, tmp_path):
+    real, tok = tiny_stack
+    marker = tmp_path / "host-marker.txt"
+    net = "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), 3)' 2>/dev/null && echo open || echo closed"
+    script = [_call(f"echo $(id -u) $(hostname) $({net}) > proof.txt; echo x > {marker}", tool="Bash"), "Done."]
+    limits = ScaffoldLimits(max_turns=4, timeout_sec=120, max_tokens_per_call=64)
+    scaffold = ClaudeCode(tools="Bash")
+    result, record, files = await _trial(ScriptedManager(real, tok, script), tok, task, sandbox_root, tmp_path,
+                                         limits, scaffold)
+    assert result.exit_status == "finished", (result, (tmp_path / "logs" / "claude.stderr").read_text()[-2000:])
+    assert "proof.txt" in files, (tmp_path / "logs" / "claude.stdout").read_text()[-3000:]
+    uid, host, network = files["proof.txt"].split()
+    assert host == "sandbox" and int(uid) != 0 and network == "closed"
+    assert not marker.exists()
+    assert result.metadata["tool_uses"] == 1
+    assert record.counters.calls >= 2 and record.counters.tool_calls >= 1
+    policy = _policy_logprobs(record)
+    assert policy and all(lp is not None and lp <= 0 for lp in policy)
+
+
+@needs_claude
+async def test_claude_real_engine_rollout_is_captured(tiny_stack, task, sandbox_root, tmp_path):
+    real, tok = tiny_stack
+    limits = ScaffoldLimits(max_turns=2, timeout_sec=180, max_tokens_per_call=32)
+    result, record, _ = await _trial(real, tok, task, sandbox_root, tmp_path, limits, ClaudeCode(tools="Bash"))
+    assert result.metadata["relay_requests"] >= 1, result
+    assert record.counters.calls >= 1 and sum(record.mask) > 0, (result, record.counters)
+    policy = _policy_logprobs(record)
+    assert all(lp is not None and lp <= 0 for lp in policy) and any(lp < 0 for lp in policy)
+    assert record.messages and "Bash" in json.dumps(record.main.tools)
+
+
+@needs_claude
+async def test_claude_never_outlives_the_trial(tiny_stack, task, sandbox_root, tmp_path):
+    real, tok = tiny_stack
+    limits = ScaffoldLimits(max_turns=2, timeout_sec=8)
+    result, _, _ = await _trial(HangingManager(real, tok, []), tok, task, sandbox_root, tmp_path, limits,
+                                ClaudeCode(tools="Bash"))
+    assert result.exit_status == "error" and "time limit" in (result.error or "")
+    assert not _procs_matching("/opt/legorl/agent/")
+
+
+async def test_missing_claude_names_the_install_command(tmp_path, task, monkeypatch):
+    monkeypatch.setenv("LEGORL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("LEGORL_CLAUDE_BIN", raising=False)
+    endpoint = SessionEndpoint("http://127.0.0.1:1/v1", "http://127.0.0.1:1")
+    with pytest.raises(AgentNotInstalledError, match="legorl agents install claude-code"):
+        await ClaudeCode().run("x", LocalSandbox(task), endpoint, ScaffoldLimits(), tmp_path)

@@ -48,18 +48,19 @@ class HostRelay:
         self._client = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None), auto_decompress=False)
         app = web.Application(client_max_size=self.max_body)
         app.router.add_route("*", "/{tail:.*}", self._forward)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         await web.UnixSite(self._runner, str(self.socket_path)).start()
         os.chmod(self.socket_path, 0o666)  # connect() needs write permission on the socket
 
     async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        # The client first: in-flight forwards fail at once instead of holding the shutdown open.
         if self._client is not None:
             await self._client.close()
             self._client = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
         if self.dir != Path():
             shutil.rmtree(self.dir, ignore_errors=True)
 
