@@ -202,14 +202,14 @@ class Capture:
         b.calls += 1
         c.tool_calls += len(parsed.tool_calls)
         c.tool_parse_failures += parsed.failures
-        c.prompt_tokens += len(plan.prompt_ids)
+        c.prompt_tokens += plan.prompt_len
         c.completion_tokens += len(kept)
         c.cached_prompt_tokens += out.cached_prompt_tokens
         finish: Finish = "tool_calls" if parsed.tool_calls else "stop_sequence" if hit else (
             "length" if out.finish_reason == "length" and stop_id is None else "stop"
         )
         return CallResult(
-            parsed.content, parsed.tool_calls, finish, hit, len(plan.prompt_ids), len(kept),
+            parsed.content, parsed.tool_calls, finish, hit, plan.prompt_len, len(kept),
             out.cached_prompt_tokens, kept, list(out.logprobs[: len(kept)]),
         )
 

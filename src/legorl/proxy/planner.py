@@ -42,6 +42,10 @@ class Plan:
     def prompt_ids(self) -> list[int]:
         return self.branch.ids[: self.fork] + self.new_ids
 
+    @property
+    def prompt_len(self) -> int:
+        return self.fork + len(self.new_ids)
+
 
 def anchor_of(messages: list[Message], tools_fp: str) -> tuple:
     system = messages[0].content if messages and messages[0].role == "system" else None
