@@ -41,7 +41,7 @@ def private_build_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 @pytest.fixture
 def sandbox_root() -> Iterator[Path]:
     """A sandbox root under /tmp (pytest's tmp_path is 0700, the sandbox uid could not traverse it)."""
-    root = Path("/tmp") / f"legorl-test-{uuid.uuid4().hex[:8]}"
+    root = Path("/tmp") / f"legorl-envtest-{uuid.uuid4().hex[:8]}"
     yield root
     leftovers = list(root.iterdir()) if root.exists() else []
     shutil.rmtree(root, ignore_errors=True)
