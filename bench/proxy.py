@@ -36,14 +36,15 @@ async def client_main(url: str, conc: int, gen: int) -> None:
                  {"role": "user", "content": f"Task {i}: list the files and explain what they do."}]
                 for i in range(conc)]
 
-        async def turn(i: int, t: int) -> float:
+        async def turn(i: int, t: int) -> tuple[float, float]:
             body = {"model": "p", "messages": hist[i], "max_tokens": gen, "temperature": 0, "ignore_eos": True}
             t0 = time.perf_counter()
             async with http.post(infos[i]["openai_base_url"] + "/chat/completions", json=body) as r:
                 reply = (await r.json())["choices"][0]["message"]
+                timing = dict(part.strip().split(";dur=") for part in r.headers["Server-Timing"].split(","))
             dt = time.perf_counter() - t0
             hist[i] += [reply, {"role": "user", "content": f"Observation {t}: ok. Continue."}]
-            return dt
+            return dt, float(timing["proxy"]) / 1e3
 
         t = 0
         while await loop.run_in_executor(None, sys.stdin.readline):
@@ -66,7 +67,7 @@ class Client:
         )
         return self
 
-    async def turn(self) -> list[float]:
+    async def turn(self) -> list[list[float]]:
         self.proc.stdin.write(b"go\n")
         await self.proc.stdin.drain()
         return json.loads(await self.proc.stdout.readline())
@@ -145,6 +146,7 @@ async def measure(manager, tok, conc: int, args, direct: bool = True):
     await proxy.start()
     p_lat: list[float] = []
     d_lat: list[float] = []
+    inside: list[float] = []  # server-side proxy time per call (Server-Timing), engine wait excluded
     async with Client(proxy.url, conc, args.gen) as warm:
         for _ in range(args.turns):
             await warm.turn()
@@ -155,9 +157,11 @@ async def measure(manager, tok, conc: int, args, direct: bool = True):
             for t in range(args.turns):
                 if direct:
                     await asyncio.gather(*(direct_call(manager, p[t], d_lat) for p in prompts))
-                p_lat += await client.turn()
+                for lat, own in await client.turn():
+                    p_lat.append(lat)
+                    inside.append(own)
     await proxy.close()
-    return p_lat, d_lat
+    return p_lat, d_lat, inside
 
 
 def row(conc: int, p: list[float], d: list[float]) -> str:
@@ -189,13 +193,18 @@ async def main() -> None:
           f"{args.rounds} rounds; client in a separate process")
     print(f"{'':7}{'p50':-^38}  {'p99':-^38}")
     print(f"{'conc':>5}  {'direct':>9} {'proxy':>9} {'overhead':>18}  {'direct':>9} {'proxy':>9} {'overhead':>18}")
+    inside = {}
     for conc in (1, 16):
-        p, d = await measure(manager, tok, conc, args)
+        p, d, inside[conc] = await measure(manager, tok, conc, args)
         print(row(conc, p, d))
     await engine.close()
-    print("\nproxy's own cost, manager answering instantly (HTTP + validate + render + tokenize + parse + accumulate):")
+    print("\ntime inside the proxy per call (server side, engine wait excluded; from Server-Timing):")
     for conc in (1, 16):
-        p, _ = await measure(Instant(None), tok, conc, args, direct=False)
+        xs = inside[conc]
+        print(f"{conc:>5}  p50 {pct(xs, 50) * 1e3:6.2f} ms   p99 {pct(xs, 99) * 1e3:6.2f} ms")
+    print("\nround trip through the proxy with a manager that answers instantly (client + HTTP + proxy):")
+    for conc in (1, 16):
+        p, _, _ = await measure(Instant(None), tok, conc, args, direct=False)
         print(f"{conc:>5}  p50 {pct(p, 50) * 1e3:6.2f} ms   p99 {pct(p, 99) * 1e3:6.2f} ms   (n={len(p)})")
 
 

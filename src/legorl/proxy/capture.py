@@ -7,6 +7,7 @@ session exactly as it was.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -43,6 +44,7 @@ class CallResult:
     cached_tokens: int
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    engine_s: float = 0.0  # wall time waiting on the manager
 
 
 class Capture:
@@ -116,6 +118,7 @@ class Capture:
         greq = GenerateRequest(prompt, sp, session_id=session.id, return_routed_experts=self.config.capture_routing)
         recompute = plan.kind == "rewrite" and self.config.recompute_on_rewrite and bool(plan.new_ids)
         session.inflight.add(greq.request_id)
+        t0 = time.perf_counter()
         try:
             if recompute:
                 temp = sp.temperature if sp.temperature > 0 else 1.0
@@ -139,7 +142,10 @@ class Capture:
         if session.closed or out.finish_reason == "abort":
             session.counters.aborted += 1
             raise ProxyError(503 if not session.closed else 404, "the generation was aborted")
-        return self._commit(session, req, plan, out, lps)
+        engine_s = time.perf_counter() - t0
+        result = self._commit(session, req, plan, out, lps)
+        result.engine_s = engine_s
+        return result
 
     def _cut(self, req: ChatRequest, out: TokenOutput) -> tuple[list[int], str, int | None, str | None]:
         """(kept ids, reply text, stop token id the model ended with, stop string hit)."""

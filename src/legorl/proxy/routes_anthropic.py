@@ -10,7 +10,7 @@ from aiohttp import web
 
 from legorl.proxy.capture import CallResult
 from legorl.proxy.schemas_anthropic import CountTokensRequest, MessagesRequest, count_request, to_chat_request
-from legorl.proxy.sse import chunks, event, send_stream
+from legorl.proxy.sse import chunks, event, json_response, send_stream
 
 _STOP = {"stop": "end_turn", "stop_sequence": "stop_sequence", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -74,9 +74,9 @@ async def messages(server, request: web.Request, session) -> web.StreamResponse:
     model = req.model or server.config.model_name
     msg_id = "msg_" + secrets.token_hex(12)
     if req.stream:
-        return await send_stream(request, stream_events(result, model, msg_id))
+        return await send_stream(request, stream_events(result, model, msg_id), result.engine_s)
     payload = message_body(result, model, msg_id)
-    return web.Response(text=json.dumps(payload, ensure_ascii=False), content_type="application/json")
+    return json_response(request, payload, result.engine_s)
 
 
 async def count_tokens(server, request: web.Request, session) -> web.Response:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from typing import Any
@@ -11,7 +10,7 @@ from aiohttp import web
 
 from legorl.proxy.capture import CallResult
 from legorl.proxy.schemas_openai import ChatCompletionRequest, to_chat_request
-from legorl.proxy.sse import chunks, event, send_stream
+from legorl.proxy.sse import chunks, event, json_response, send_stream
 
 _FINISH = {"stop": "stop", "stop_sequence": "stop", "length": "length", "tool_calls": "tool_calls"}
 
@@ -92,6 +91,6 @@ async def chat_completions(server, request: web.Request, session) -> web.StreamR
     model = req.model or server.config.model_name
     if req.stream:
         include = bool(req.stream_options and req.stream_options.include_usage)
-        return await send_stream(request, stream_events(result, model, include))
+        return await send_stream(request, stream_events(result, model, include), result.engine_s)
     payload = completion_body(result, model, bool(req.logprobs), server.renderer.decode)
-    return web.Response(text=json.dumps(payload, ensure_ascii=False), content_type="application/json")
+    return json_response(request, payload, result.engine_s)

@@ -118,6 +118,7 @@ class ProxyServer:
 
     def _wrap(self, protocol: Protocol, handler: Handler, bare: bool = False):
         async def route(request: web.Request) -> web.StreamResponse:
+            request["t0"] = time.perf_counter()
             session: Session | None = None
             temp = False
             try:

@@ -4,6 +4,7 @@ done: the exact event sequence each protocol defines, content split into small d
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from aiohttp import web
@@ -20,9 +21,21 @@ def event(data: dict[str, Any] | str, name: str | None = None) -> str:
     return f"event: {name}\ndata: {payload}\n\n" if name else f"data: {payload}\n\n"
 
 
-async def send_stream(request: web.Request, events: list[str]) -> web.StreamResponse:
+def server_timing(request: web.Request, engine_s: float) -> dict[str, str]:
+    """`Server-Timing`: time spent in the proxy itself vs waiting on the engine (for benchmarks/debugging)."""
+    total = time.perf_counter() - request.get("t0", time.perf_counter())
+    return {"Server-Timing": f"proxy;dur={(total - engine_s) * 1e3:.3f}, engine;dur={engine_s * 1e3:.3f}"}
+
+
+def json_response(request: web.Request, payload: dict[str, Any], engine_s: float) -> web.Response:
+    return web.Response(text=json.dumps(payload, ensure_ascii=False), content_type="application/json",
+                        headers=server_timing(request, engine_s))
+
+
+async def send_stream(request: web.Request, events: list[str], engine_s: float = 0.0) -> web.StreamResponse:
     resp = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                 **server_timing(request, engine_s)}
     )
     await resp.prepare(request)
     await resp.write("".join(events).encode())
