@@ -25,8 +25,9 @@ CONTROLLERS = ("memory", "pids", "cpu")
 class CgroupLayout:
     """Where each controller can be created: controller -> parent directory (ours)."""
 
-    version: int  # 1, 2 or 0 (none)
+    version: int  # 1, 2 or 0 (none): the first hierarchy found
     parents: dict[str, Path] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)  # controller -> 1 or 2 (hybrid hosts mix)
     reason: str = ""  # why some controller is missing
 
 
@@ -76,6 +77,7 @@ def detect(proc: Path = Path("/proc/self")) -> CgroupLayout:
                 parent = Path(mnt) / own[c].lstrip("/")
                 if os.access(parent, os.W_OK):
                     layout.parents[c] = parent
+                    layout.versions[c] = 1
                     layout.version = 1
                 else:
                     reasons.append(f"{parent} not writable")
@@ -94,6 +96,7 @@ def detect(proc: Path = Path("/proc/self")) -> CgroupLayout:
                 (parent / "cgroup.subtree_control").write_text(" ".join("+" + c for c in want))
                 for c in want:
                     layout.parents[c] = parent
+                    layout.versions[c] = 2
                 layout.version = layout.version or 2
             except OSError as e:
                 reasons.append(f"cannot enable {want} in {parent}/cgroup.subtree_control: {e.strerror}")
@@ -164,7 +167,7 @@ class TrialCgroup:
                 self._write("cpu", "cpu.cfs_quota_us", str(quota), optional=True)
 
     def _is_v2(self, c: str) -> bool:
-        return (self.dirs[c] / "cgroup.controllers").exists()
+        return self.layout.versions.get(c) == 2
 
     def _write(self, c: str, fname: str, value: str, optional: bool = False) -> None:
         try:
@@ -201,9 +204,9 @@ class TrialCgroup:
     def kill_all(self, deadline_s: float = 5.0) -> int:
         """SIGKILLs every process in the trial's cgroups until none is left; returns how many."""
         killed = 0
-        for d in dict.fromkeys(self.dirs.values()):
-            with contextlib.suppress(OSError):
-                if (d / "cgroup.kill").exists():
+        for c, d in self.dirs.items():
+            if self._is_v2(c):  # v2 (kernel >= 5.14): one write kills the whole cgroup
+                with contextlib.suppress(OSError):
                     (d / "cgroup.kill").write_text("1")
         end = time.monotonic() + deadline_s
         while True:
