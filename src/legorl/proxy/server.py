@@ -27,6 +27,7 @@ from legorl.proxy.parsers import get_parser
 from legorl.proxy.record import SessionRecord
 from legorl.proxy.render import ChatRenderer
 from legorl.proxy.session import Session, new_session_id
+from legorl.proxy.sse import T0
 from legorl.serving.manager import ServerManager
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ class ProxyServer:
 
     def _wrap(self, protocol: Protocol, handler: Handler, bare: bool = False):
         async def route(request: web.Request) -> web.StreamResponse:
-            request["t0"] = time.perf_counter()
+            request[T0] = time.perf_counter()
             session: Session | None = None
             temp = False
             try:

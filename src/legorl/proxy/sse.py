@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 CHUNK_CHARS = 24
+T0 = web.RequestKey("legorl_t0", float)  # when the proxy started handling the request
 
 
 def chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:
@@ -23,7 +24,7 @@ def event(data: dict[str, Any] | str, name: str | None = None) -> str:
 
 def server_timing(request: web.Request, engine_s: float) -> dict[str, str]:
     """`Server-Timing`: time spent in the proxy itself vs waiting on the engine (for benchmarks/debugging)."""
-    total = time.perf_counter() - request.get("t0", time.perf_counter())
+    total = time.perf_counter() - request.get(T0, time.perf_counter())
     return {"Server-Timing": f"proxy;dur={(total - engine_s) * 1e3:.3f}, engine;dur={engine_s * 1e3:.3f}"}
 
 
