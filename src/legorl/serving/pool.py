@@ -9,6 +9,7 @@ added and removed while calls are in flight; listeners (the balancer) hear about
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +44,8 @@ class Replica:
     cached_prompt_tokens: int = 0
     last_error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # set when the replica leaves routing: calls still waiting on it are abandoned and retried
+    down: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -90,6 +93,8 @@ class ReplicaPool:
         rep = self._replicas.pop(replica_id)
         rep.healthy = False
         self._emit("removed", rep)
+        if close:  # its in-flight calls move elsewhere rather than wait for the close
+            rep.down.set()
         if close:
             try:
                 await rep.engine.close()
@@ -104,6 +109,7 @@ class ReplicaPool:
         rep.healthy = False
         rep.failures += 1
         rep.last_error = reason
+        rep.down.set()
         log.warning("replica %s marked dead: %s", replica_id, reason)
         self._emit("dead", rep)
 
@@ -111,6 +117,7 @@ class ReplicaPool:
         rep = self._replicas[replica_id]
         if not rep.healthy:
             rep.healthy = True
+            rep.down = asyncio.Event()
             self._emit("revived", rep)
 
     # -- lookups ----------------------------------------------------------------------------------

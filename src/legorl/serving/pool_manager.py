@@ -10,15 +10,22 @@ as it uses `SingleReplicaManager`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from legorl.serving.balancer import LoadBalancer
 from legorl.serving.pool import REPLICA_FAILURES, NoHealthyReplicaError, Replica, ReplicaPool
 from legorl.serving.scheduler import AdmissionAborted, SchedulerConfig, SessionScheduler
-from legorl.serving.types import Engine, GenerateRequest, TokenOutput
+from legorl.serving.types import Engine, EngineClosedError, GenerateRequest, TokenOutput
+
+T = TypeVar("T")
+
+
+class ReplicaDownError(EngineClosedError):
+    """The call's replica left routing while the call was pending (it is retried elsewhere)."""
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +92,7 @@ class PoolManager:
             rep, _ = self.balancer.route(session_id)
             rep.in_flight += 1
             try:
-                return await rep.engine.prompt_logprobs(token_ids, temperature=temperature)
+                return await self._on(rep, rep.engine.prompt_logprobs(token_ids, temperature=temperature))
             except REPLICA_FAILURES as exc:
                 self._failed(rep, exc)
             finally:
@@ -131,7 +138,7 @@ class PoolManager:
             rep.in_flight += 1
             self._inflight[request.request_id] = rep
             try:
-                out = await rep.engine.generate(request)
+                out = await self._on(rep, rep.engine.generate(request))
             except REPLICA_FAILURES as exc:
                 self._failed(rep, exc)
                 continue
@@ -142,6 +149,27 @@ class PoolManager:
             if kind == "repin":
                 self.counters["repin_prefill_tokens"] += out.prompt_len - out.cached_prompt_tokens
             return out
+
+    @staticmethod
+    async def _on(rep: Replica, coro: Coroutine[Any, Any, T]) -> T:
+        """Await an engine call, giving up on it as soon as its replica is marked down (a call
+        submitted while an engine shuts down may otherwise never be answered)."""
+        if rep.down.is_set():
+            coro.close()
+            raise ReplicaDownError(f"replica {rep.id} is down")
+        call = asyncio.ensure_future(coro)
+        down = asyncio.ensure_future(rep.down.wait())
+        finished = False
+        try:
+            await asyncio.wait({call, down}, return_when=asyncio.FIRST_COMPLETED)
+            finished = call.done()
+        finally:
+            down.cancel()
+            if not finished:
+                call.cancel()
+        if not finished:
+            raise ReplicaDownError(f"replica {rep.id} went down under the call")
+        return call.result()
 
     def _failed(self, rep: Replica, exc: BaseException) -> None:
         """The replica failed under a call: take it out of routing; the caller retries elsewhere."""
