@@ -17,22 +17,19 @@ from typing import Any
 from legorl.env.base import ExecResult, Sandbox
 
 
-def _fn(name: str, desc: str, props: dict[str, str]) -> dict[str, Any]:
+def _fn(name: str, desc: str, props: list[str]) -> dict[str, Any]:
     return {"type": "function", "function": {
         "name": name, "description": desc,
-        "parameters": {"type": "object", "properties": {k: {"type": "string", "description": v}
-                                                        for k, v in props.items()},
-                       "required": list(props)}}}
+        "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in props}, "required": props}}}
 
 
 # Terse on purpose: with templates lacking native tools the proxy writes these into the system prompt.
 TOOLS: list[dict[str, Any]] = [
-    _fn("bash", "Run a shell command.", {"command": "the command"}),
-    _fn("view", "Show a file with line numbers, or list a directory.", {"path": "file or directory"}),
-    _fn("create", "Write a file (replaces it).", {"path": "file", "content": "full text"}),
-    _fn("str_replace", "Replace text that occurs exactly once in a file.",
-        {"path": "file", "old": "text to find", "new": "replacement"}),
-    _fn("submit", "Finish: the task is done.", {}),
+    _fn("bash", "Run a shell command.", ["command"]),
+    _fn("view", "Show a file with line numbers, or list a directory.", ["path"]),
+    _fn("create", "Write a file (replaces it).", ["path", "content"]),
+    _fn("str_replace", "Replace text that occurs exactly once in a file.", ["path", "old", "new"]),
+    _fn("submit", "Finish: the task is done.", []),
 ]
 TOOL_NAMES = {t["function"]["name"] for t in TOOLS}
 
