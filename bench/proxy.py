@@ -6,8 +6,10 @@ For 1 and 16 concurrent sessions, each session runs a multi-turn OpenAI conversa
 (HTTP + chat-template tokenization + accumulator) from a separate client process, as a sandboxed
 scaffold would; the exact prompt ids each call sent to the manager are then replayed straight into
 `manager.generate` at the same concurrency. Generation is greedy with `ignore_eos`, so both paths
-decode the same number of tokens. Proxy and direct runs alternate after a warm-up, so both see a warm
-prefix cache. A second table isolates the proxy's own cost against a manager that answers instantly.
+decode the same number of tokens. After a warm-up, each turn runs directly and then through the proxy,
+back to back, so both see a warm prefix cache and the same machine load; "paired median Δ" is the
+median over calls of (proxy - direct) for the same call. Then: the time spent inside the proxy per
+call (its Server-Timing header), and a round trip against a manager that answers instantly.
 """
 
 from __future__ import annotations
@@ -123,13 +125,13 @@ class Instant(Recorder):
         return None
 
 
-async def direct_call(manager, prompt, lat: list[float]) -> None:
+async def direct_call(manager, prompt) -> float:
     from legorl.serving.types import GenerateRequest
 
     ids, sp = prompt
     t0 = time.perf_counter()
     await manager.generate(GenerateRequest(list(ids), sp))
-    lat.append(time.perf_counter() - t0)
+    return time.perf_counter() - t0
 
 
 def pct(xs: list[float], q: int) -> float:
@@ -156,7 +158,7 @@ async def measure(manager, tok, conc: int, args, direct: bool = True):
         async with Client(proxy.url, conc, args.gen) as client:
             for t in range(args.turns):
                 if direct:
-                    await asyncio.gather(*(direct_call(manager, p[t], d_lat) for p in prompts))
+                    d_lat += await asyncio.gather(*(direct_call(manager, p[t]) for p in prompts))
                 for lat, own in await client.turn():
                     p_lat.append(lat)
                     inside.append(own)
@@ -169,7 +171,8 @@ def row(conc: int, p: list[float], d: list[float]) -> str:
     for q in (50, 99):
         dp, pp = pct(d, q) * 1e3, pct(p, q) * 1e3
         out.append(f"{dp:9.2f} {pp:9.2f} {pp - dp:+8.2f} ms {100 * (pp - dp) / dp:+6.1f}%")
-    return "  ".join(out) + f"   (n={len(p)})"
+    paired = statistics.median(b - a for a, b in zip(d, p, strict=True)) * 1e3  # same call, back to back
+    return "  ".join(out) + f"  {paired:+8.2f} ms   (n={len(p)})"
 
 
 async def main() -> None:
@@ -191,8 +194,9 @@ async def main() -> None:
     manager = SingleReplicaManager(engine, engine.max_model_len)
     print(f"model {args.model}; {args.turns} turns/session; {args.gen} generated tokens/call (greedy, ignore_eos); "
           f"{args.rounds} rounds; client in a separate process")
-    print(f"{'':7}{'p50':-^38}  {'p99':-^38}")
-    print(f"{'conc':>5}  {'direct':>9} {'proxy':>9} {'overhead':>18}  {'direct':>9} {'proxy':>9} {'overhead':>18}")
+    print(f"{'':7}{'p50':-^38}  {'p99':-^38}  {'paired':>10}")
+    print(f"{'conc':>5}  {'direct':>9} {'proxy':>9} {'overhead':>18}  {'direct':>9} {'proxy':>9} {'overhead':>18}"
+          f"  {'median Δ':>10}")
     inside = {}
     for conc in (1, 16):
         p, d, inside[conc] = await measure(manager, tok, conc, args)
