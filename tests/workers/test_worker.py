@@ -15,7 +15,7 @@ from legorl.workers import AgentLoopWorker, ProxyEndpoints, TrialSpec, WorkerCon
 from legorl.workers.filter import TrajectoryFilter
 
 from .conftest import child_processes, replay_proxy
-from .scripted import ReplayEngine
+from .scripted import HANG, ReplayEngine
 
 SOLVE = [
     'Renaming.\n<tool_call>\n{"name": "bash", "arguments": {"command": "mv /app/old.txt /app/new.txt"}}\n</tool_call>',
@@ -82,6 +82,19 @@ async def test_nudges_then_no_action_limit(tokenizer, shell_tasks, tmp_path, san
     assert res.metadata["exit_status"] == "no_action_limit" and res.metadata["scaffold_nudges"] == 2
     msgs = json.loads((Path(res.artifacts_dir) / "agent" / "messages.json").read_text())
     assert sum("```bash" in m["content"] for m in msgs if m["role"] == "user") == 2
+
+
+async def test_timeout_during_a_model_call_aborts_it(tokenizer, shell_tasks, tmp_path, sandbox_root):
+    server, eng = await replay_proxy(tokenizer, ["```bash\necho hi\n```", HANG])
+    try:
+        cfg = _cfg(tmp_path, sandbox_root, agent_timeout_sec=1.0)
+        (res,) = await run_trials([TrialSpec(shell_tasks["rename-file"])], ProxyEndpoints(server), cfg)
+    finally:
+        await server.close()
+    assert res.outcome == "timeout" and res.reward == 0.0
+    assert res.rollout is not None and res.rollout.num_policy_tokens > 0  # the first reply is kept
+    assert not eng._aborts  # closing the session aborted the hung generation
+    assert not server.sessions
 
 
 class CrashScaffold:

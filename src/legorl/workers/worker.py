@@ -161,12 +161,14 @@ class _Trial:
             scaffold: Scaffold = load_scaffold(self.cfg.scaffold, **self.cfg.scaffold_kwargs)
             async with self.w._scaffolds:
                 t0 = time.monotonic()
+                cm = asyncio.timeout(timeout)
                 try:
-                    async with asyncio.timeout(timeout) as cm:
+                    async with cm:
                         self.sres = await scaffold.run(self.task.instruction, sandbox, endpoint, limits, tdir.agent)
                 except TimeoutError:
                     if not cm.expired():
                         raise
+                if cm.expired():  # also when the scaffold swallowed the cancellation and returned
                     self.agent_outcome = "timeout"
                     self.agent_reason = f"agent ran past its {timeout:.0f}s timeout"
         except Exception as exc:
