@@ -31,7 +31,7 @@ def test_eval_oracle_and_nop(tmp_path):
 
 def test_eval_bad_args_exit_2(tmp_path):
     for args in (["eval", str(tmp_path / "missing")], ["eval", *TWO, "--agent", "nosuch"],
-                 ["eval", *TWO, "-k", "0"], ["infer", *TWO, "--band", "5..1", "-o", str(tmp_path / "x.parquet")]):
+                 ["eval", *TWO, "-k", "0"], ["eval", *TWO, "--model", str(tmp_path / "nomodel")], ["infer", *TWO, "--band", "5..1", "-o", str(tmp_path / "x.parquet")]):
         res = runner.invoke(app, args)
         assert res.exit_code == 2, (args, res.output)
         assert len(res.output.strip().splitlines()) == 1, res.output

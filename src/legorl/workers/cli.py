@@ -92,9 +92,11 @@ def _setup(agent: str, model: str | None, base_url: str | None, concurrency: int
         _fail(str(exc))
     if needs_model and base_url is None and model is not None:
         from legorl.models import ModelNotFoundError, resolve_model
+        from legorl.models.store import REGISTRY
 
         try:
-            resolve_model(model, prepare=False)
+            if model not in REGISTRY:  # a registered name is prepared on first use
+                resolve_model(model, prepare=False)
         except (ModelNotFoundError, ValueError, KeyError) as exc:
             _fail(f"--model: {exc}")
     limits = ScaffoldLimits(max_turns=max_turns, max_tokens_per_call=max_tokens, temperature=temperature)
