@@ -20,11 +20,11 @@ def teacher_forced(hf_model, ids: list[int], temperature: float = 1.0) -> list[f
 class ScriptedManager:
     """TEST DOUBLE (allowed because a random tiny model cannot emit a specific tool call): a
     ServerManager whose `generate` answers with the next scripted text, tokenized canonically and
-    closed with the end-of-turn token, while the logprobs it reports are the real engine's
+    closed with the end-of-turn token (or cut by length when `eos_id` is None), while the logprobs it reports are the real engine's
     `prompt_logprobs` of exactly those tokens under the tiny model. Everything else is delegated to
     the real manager, so fidelity checks against a teacher-forced HF forward stay meaningful."""
 
-    def __init__(self, real, tokenizer, script: list[str], eos_id: int):
+    def __init__(self, real, tokenizer, script: list[str], eos_id: int | None):
         self.real, self.tok, self.script, self.eos = real, tokenizer, list(script), eos_id
         self.requests: list[GenerateRequest] = []
 
@@ -38,10 +38,11 @@ class ScriptedManager:
 
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         self.requests.append(request)
-        ids = [*encode_text(self.tok, self.script.pop(0)), self.eos]
+        ids = encode_text(self.tok, self.script.pop(0)) + ([self.eos] if self.eos is not None else [])
         temp = request.sampling.temperature or 1.0
         lps = await self.real.prompt_logprobs(request.prompt_ids + ids, request.session_id, temp)
-        return TokenOutput(request.request_id, len(request.prompt_ids), ids, lps[len(request.prompt_ids):], "stop",
+        finish = "stop" if self.eos is not None else "length"
+        return TokenOutput(request.request_id, len(request.prompt_ids), ids, lps[len(request.prompt_ids):], finish,
                            self.real.weight_version)
 
     async def prompt_logprobs(self, token_ids, session_id=None, temperature=1.0):

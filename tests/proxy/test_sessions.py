@@ -135,3 +135,27 @@ async def test_native_template_and_qwen3_coder_parser(manager, tokenizer):
     text = tok.decode(rec.token_ids)
     assert rec.counters.extensions == 1 and rec.counters.template_drift == 0
     assert text.startswith("<tools>[{") and "<|im_start|>tool\na<|im_end|>" in text and call in text
+
+
+async def test_template_without_special_tokens(manager, tokenizer):
+    """Boundaries not next to a special token: the branch still decodes to the one-shot render, and a
+    separate tokenization that differs from the one-shot one is counted."""
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = ("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}assistant: {% endif %}")
+    for mgr, mismatches in [(manager, None), (ScriptedManager(manager, tok, ["ok\n", "fine"], eos_id=None), 1)]:
+        server = ProxyServer(mgr, tok)
+        await server.start()
+        s = server.open_session()
+        msgs = [{"role": "user", "content": "hi"}]
+        for turn in range(2):
+            r = await client(s).chat.completions.create(model="p", messages=msgs, max_tokens=3, seed=turn,
+                                                        extra_body={"ignore_eos": True})
+            msgs += [{"role": "assistant", "content": r.choices[0].message.content},
+                     {"role": "user", "content": "more"}]
+        rec = await server.close_session(s.id)
+        await server.close()
+        text = tok.apply_chat_template(msgs[:-1], tokenize=False)
+        assert rec.counters.extensions == 1 and text == tok.decode(rec.token_ids) + "\n"
+        if mismatches is not None:  # "ok\n" sampled + the template's "\n": one-shot would merge "\n\n"
+            assert rec.counters.boundary_mismatches == mismatches

@@ -121,9 +121,14 @@ def _extend(
         if idx < 0:
             return None
         tail = region[idx + len(stop_text) :]
-    else:  # the model did not close its turn: the template's turn end is new context
-        idx = max((region.rfind(t) for t in renderer.stop_texts.values()), default=-1)
-        tail = region[idx:] if idx >= 0 else ""
+    else:  # the model did not close its turn: the template's text after the reply is new context
+        reply = b.messages[-1]
+        pos = region.find(reply.content) if reply.content and not reply.tool_calls else -1
+        if pos >= 0:
+            tail = region[pos + len(reply.content) :]
+        else:
+            idx = max((region.rfind(t) for t in renderer.stop_texts.values()), default=-1)
+            tail = region[idx:] if idx >= 0 else ""
     rest = full[len(base) :]
     exact = renderer.join_exact(b.ids, tail + rest)
     tail_ids = renderer.encode(tail)
