@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import logging
 import multiprocessing as mp
+import os
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
@@ -52,6 +53,8 @@ def _decode_error(name: str, msg: str, attrs: dict[str, Any]) -> BaseException:
 # -- child side -------------------------------------------------------------------------------------
 def _child_main(conn: Any, model: str, kwargs: dict[str, Any]) -> None:
     asyncio.run(_serve(conn, model, kwargs))
+    logging.shutdown()
+    os._exit(0)  # the engine is closed and the reply sent: skip the slow interpreter teardown
 
 
 async def _serve(conn: Any, model: str, kwargs: dict[str, Any]) -> None:
@@ -160,7 +163,14 @@ class ProcessReplica:
                 ok = await loop.run_in_executor(None, parent.poll, startup_timeout_s)
                 if not ok:
                     raise TimeoutError(f"replica process did not start within {startup_timeout_s}s")
-                kind, _, payload = parent.recv()
+                try:
+                    kind, _, payload = parent.recv()
+                except EOFError:
+                    await loop.run_in_executor(None, proc.join, 5)
+                    raise RuntimeError(
+                        f"replica process exited during startup (exit code {proc.exitcode}); a script that "
+                        "starts replicas needs an `if __name__ == '__main__':` guard (spawn re-imports it)"
+                    ) from None
                 if kind != "ready":
                     raise _decode_error(*payload)
                 out.append(cls(proc, parent, payload))

@@ -1,0 +1,63 @@
+"""Replica pool membership, health events and weight sync over whatever replicas it holds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from legorl.serving.embedded import EmbeddedEngine
+from legorl.serving.manager import ServerManager
+from legorl.serving.pool import PoolWeightSync, ReplicaPool
+from legorl.serving.pool_manager import PoolManager
+from legorl.serving.types import GenerateRequest, SamplingParams
+from legorl.serving.weight_sync import WeightSync
+
+
+class _Stub:
+    weight_version = 0
+    max_model_len = 128
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+async def test_membership_events_and_metrics():
+    events: list[tuple[str, str]] = []
+    pool = ReplicaPool([_Stub()], ids=["a"])  # type: ignore[list-item]
+    pool.subscribe(lambda ev, rep: events.append((ev, rep.id)))
+    b = pool.add(_Stub())  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        pool.add(_Stub(), "a")  # type: ignore[arg-type]
+    pool.mark_dead(b.id, "boom")
+    pool.mark_dead(b.id, "again")  # idempotent
+    assert [r.id for r in pool.healthy()] == ["a"] and b.down.is_set() and b.failures == 1
+    pool.mark_healthy(b.id)
+    assert not b.down.is_set()
+    removed = await pool.remove("a")
+    assert removed.engine.closed and len(pool) == 1
+    assert events == [("added", b.id), ("dead", b.id), ("revived", b.id), ("removed", "a")]
+    m = pool.metrics()
+    assert m["pool/replicas"] == 1 and m[f"pool/{b.id}/healthy"] == 1
+
+
+async def test_manager_satisfies_protocol_and_weight_sync_follows_membership(tiny_llama_dir):
+    kw = {"kv_budget_tokens": 1024, "num_threads": 1}
+    pool = ReplicaPool([EmbeddedEngine.from_pretrained(tiny_llama_dir, **kw)])
+    mgr = PoolManager(pool)
+    try:
+        assert isinstance(mgr, ServerManager)
+        sync = PoolWeightSync(pool)
+        late = pool.add(EmbeddedEngine.from_pretrained(tiny_llama_dir, **kw))
+        state = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).state_dict()
+        state = {k: v * 0.5 for k, v in state.items() if k.endswith("norm.weight")}
+        assert await sync.push(state) == 1
+        assert late.engine.weight_version == 1 and mgr.weight_version == 1
+        # the stock WeightSync works over the pool's engines too
+        assert await WeightSync(pool.engines()).push(state) == 2
+        outs = [await mgr.generate(GenerateRequest([5, 6, 7, 8], SamplingParams(temperature=0, max_tokens=2),
+                                                   session_id=f"s{i}")) for i in range(2)]
+        assert {o.weight_version for o in outs} == {2}
+        assert sorted(r.requests for r in pool.all()) == [1, 1]
+    finally:
+        await mgr.close()
