@@ -60,6 +60,7 @@ class RolloutSection(_Section):
     max_response_len: int = Field(256, ge=1)  # per model call
     max_turns: int = Field(4, ge=1)
     agent: str = "builtin"
+    agent_kwargs: dict[str, Any] = Field(default_factory=dict)  # passed to the scaffold's constructor
     tool_parser: str = "hermes"
     sandbox: str = "local"
     concurrency: int = Field(8, ge=1)

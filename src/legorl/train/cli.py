@@ -45,6 +45,23 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(3) from None
 
+    @app.command("config")
+    def config_cmd(
+        config: Path = typer.Argument(None, help="Run config (TOML); omitted: the defaults."),
+        overrides: list[str] = typer.Argument(None, help="key=value overrides"),
+    ) -> None:
+        """Print the resolved run config (site file < CONFIG < overrides) as TOML: every key and its value."""
+        import tomli_w
+
+        from legorl.config import ConfigError, load_config
+
+        try:
+            cfg = load_config(config, overrides or [])
+        except ConfigError as exc:
+            _fail(exc.problems)
+        data = cfg.model_dump(mode="json", exclude_none=True)
+        typer.echo(tomli_w.dumps(data, multiline_strings=True))
+
     @app.command("export")
     def export_cmd(
         checkpoint: Path = typer.Argument(..., help="A checkpoint dir (runs/<name>/checkpoints/step_N)."),

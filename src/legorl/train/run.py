@@ -44,7 +44,7 @@ class WorkerRunner:
         r = self.cfg.rollout
         limits = ScaffoldLimits(max_turns=r.max_turns, max_tokens_per_call=r.max_response_len,
                                 temperature=temperature, top_p=r.top_p)
-        wc = WorkerConfig(scaffold=r.agent, limits=limits, backend=r.sandbox, max_trials=r.concurrency,
+        wc = WorkerConfig(scaffold=r.agent, scaffold_kwargs=dict(r.agent_kwargs), limits=limits, backend=r.sandbox, max_trials=r.concurrency,
                           max_sandboxes=r.concurrency, max_scaffolds=r.concurrency,
                           agent_timeout_sec=r.agent_timeout_sec, output_root=self.paths.root,
                           exp_name=self.cfg.run.name)
