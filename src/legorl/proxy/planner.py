@@ -116,19 +116,7 @@ def _extend(
         exact = renderer.join_exact(b.ids, new_text)
         return Plan("extend", b, len(b.ids), renderer.encode(new_text), full, messages, {}, exact, drift=True)
     region = base[len(prev) :]  # the reply as the template renders it, + turn end
-    if stop_text is not None:
-        idx = region.rfind(stop_text)
-        if idx < 0:
-            return None
-        tail = region[idx + len(stop_text) :]
-    else:  # the model did not close its turn: the template's text after the reply is new context
-        reply = b.messages[-1]
-        pos = region.find(reply.content) if reply.content and not reply.tool_calls else -1
-        if pos >= 0:
-            tail = region[pos + len(reply.content) :]
-        else:
-            idx = max((region.rfind(t) for t in renderer.stop_texts.values()), default=-1)
-            tail = region[idx:] if idx >= 0 else ""
+    tail = _reply_tail(renderer, region, stop_text, b.messages[-1])
     rest = full[len(base) :]
     exact = renderer.join_exact(b.ids, tail + rest)
     tail_ids = renderer.encode(tail)
@@ -140,6 +128,17 @@ def _extend(
         same = new_ids[: len(tail_ids)] == tail_ids
         checkpoints = {s: len(b.ids) + len(tail_ids)} if same else {}
     return Plan("extend", b, len(b.ids), new_ids, full, messages, checkpoints, exact)
+
+
+def _reply_tail(renderer: ChatRenderer, region: str, stop_text: str | None, reply: Message) -> str:
+    """The template's text after the reply's sampled tokens: new context (mask 0)."""
+    if stop_text is not None and (idx := region.rfind(stop_text)) >= 0:
+        return region[idx + len(stop_text) :]  # after the end-of-turn token the model emitted
+    pos = region.find(reply.content) if reply.content and not reply.tool_calls else -1
+    if pos >= 0:  # a plain reply: everything after its text
+        return region[pos + len(reply.content) :]
+    idx = max((region.rfind(t) for t in renderer.stop_texts.values()), default=-1)
+    return region[idx:] if idx >= 0 else ""  # from the template's own turn end
 
 
 def _rewrite(
