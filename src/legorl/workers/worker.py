@@ -25,10 +25,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from legorl.agents.base import Scaffold, ScaffoldResult, load_scaffold
+from legorl.agents.base import Scaffold, ScaffoldLimits, ScaffoldResult, load_scaffold
 from legorl.env import SandboxError, make_sandbox, verify
 from legorl.env.base import Sandbox
 from legorl.env.verifier import VerifyResult
+from legorl.proxy.record import SessionRecord
 from legorl.workers.artifacts import TrialDir, slug, write_result
 from legorl.workers.config import WorkerConfig
 from legorl.workers.endpoints import EndpointProvider
@@ -94,7 +95,7 @@ class _Trial:
         self.agent_outcome: Outcome | None = None
         self.agent_reason = ""
         self.sres: ScaffoldResult | None = None
-        self.record: Any = None
+        self.record: SessionRecord | None = None
         self.vres: VerifyResult | None = None
 
     def _timed(self, name: str, t0: float) -> None:
@@ -147,7 +148,7 @@ class _Trial:
             self.meta["sandbox_stop_error"] = _short(exc)
         self._timed("sandbox_stop", t0)
 
-    def _limits(self) -> tuple[float, Any]:
+    def _limits(self) -> tuple[float, ScaffoldLimits]:
         timeout = self.cfg.agent_timeout_sec or self.task.agent_timeout_sec
         return timeout, dataclasses.replace(self.cfg.limits, timeout_sec=timeout)
 
