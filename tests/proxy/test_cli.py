@@ -36,6 +36,9 @@ async def test_serve_routes(tiny_llama_dir, tmp_path):
         async with http.post(url + "/v1/messages", json=body) as r:  # no header: a one-request session
             assert r.status == 200
             temp_sid = r.headers["X-Session-ID"]
+        async with http.post(url + "/v1/messages", json={**body, "stream": True}) as r:
+            assert r.status == 200 and r.headers["X-Session-ID"] != temp_sid
+            assert (await r.text()).rstrip().endswith('data: {"type": "message_stop"}')
         async with http.delete(f"{url}/sessions/{sid}") as r:
             closed = await r.json()
         assert closed["branches"] == 1 and closed["policy_tokens"] == 4

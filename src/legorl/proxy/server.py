@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,7 +28,7 @@ from legorl.proxy.parsers import get_parser
 from legorl.proxy.record import SessionRecord
 from legorl.proxy.render import ChatRenderer
 from legorl.proxy.session import Session, new_session_id
-from legorl.proxy.sse import T0
+from legorl.proxy.sse import EXTRA_HEADERS, T0
 from legorl.serving.manager import ServerManager
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,8 @@ class ProxyServer:
         s.closed_at = time.time()
         record = s.record()
         target = out_dir or (self.config.trajectories_dir / session_id if self.config.trajectories_dir else None)
-        if target is not None:
-            record.write(target)
+        if target is not None:  # off the event loop: a long session's JSON takes a while
+            await asyncio.to_thread(record.write, target)
         return record
 
     # -- HTTP ---------------------------------------------------------------------------------
@@ -126,12 +127,11 @@ class ProxyServer:
                 if bare:
                     sid = request.headers.get("X-Session-ID")
                     session, temp = (self.get_session(sid), False) if sid else (self.open_session(), True)
+                    if temp:
+                        request[EXTRA_HEADERS] = {"X-Session-ID": session.id}
                 else:
                     session = self.get_session(request.match_info["session_id"])
-                resp = await handler(self, request, session)
-                if temp:
-                    resp.headers["X-Session-ID"] = session.id
-                return resp
+                return await handler(self, request, session)
             except ProxyError as exc:
                 err = exc
             except ValidationError as exc:

@@ -11,6 +11,7 @@ from aiohttp import web
 
 CHUNK_CHARS = 24
 T0 = web.RequestKey("legorl_t0", float)  # when the proxy started handling the request
+EXTRA_HEADERS = web.RequestKey("legorl_headers", dict)  # e.g. X-Session-ID of a one-request session
 
 
 def chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:
@@ -25,7 +26,8 @@ def event(data: dict[str, Any] | str, name: str | None = None) -> str:
 def server_timing(request: web.Request, engine_s: float) -> dict[str, str]:
     """`Server-Timing`: time spent in the proxy itself vs waiting on the engine (for benchmarks/debugging)."""
     total = time.perf_counter() - request.get(T0, time.perf_counter())
-    return {"Server-Timing": f"proxy;dur={(total - engine_s) * 1e3:.3f}, engine;dur={engine_s * 1e3:.3f}"}
+    timing = f"proxy;dur={(total - engine_s) * 1e3:.3f}, engine;dur={engine_s * 1e3:.3f}"
+    return {"Server-Timing": timing, **request.get(EXTRA_HEADERS, {})}
 
 
 def json_response(request: web.Request, payload: dict[str, Any], engine_s: float) -> web.Response:
