@@ -1,0 +1,297 @@
+"""`legorl preflight`: config-only checks that refuse a run which would fail expensively.
+
+Each check is a small function `(cfg, ...) -> list[CheckResult]`; `run_preflight` runs them all and
+never raises (a crashing check becomes a WARN line), so `legorl train` can call it first and refuse
+on any FATAL. `structure_only` skips what needs this host: model files, task dirs, the sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from legorl.config import ConfigError, RunConfig
+from legorl.ops.checks import CheckResult, fatal, format_results, ok, print_results, skip, warn
+from legorl.ops.preflight_model import check_model_path, check_r3, check_tool_parser, model_dir_for
+
+__all__ = ["CheckResult", "format_results", "print_results", "run_preflight", "run_preflight_dict"]
+
+LONG_SEQUENCE_TOKENS = 1024  # sequence-level IS over more policy tokens than this is a variance bomb
+MANY_STEPS = 1000  # a decaying LR over this many steps is usually a "run until I stop it" config
+TRIALS_PER_CORE = 16  # trials mostly wait on the model; beyond this the host itself is the bottleneck
+
+
+# ---- batch arithmetic ------------------------------------------------------------------------------
+def check_batch_raw(data: dict[str, Any]) -> list[CheckResult]:
+    """GRPO/RLOO baselines need a group; the typed config refuses this too, this names it first."""
+    algo = data.get("algorithm") or {}
+    est = algo.get("adv_estimator", "grpo")
+    n = algo.get("n_resp_per_prompt", 4)
+    if est in ("grpo", "rloo") and isinstance(n, int) and n < 2:
+        return [fatal("batch", f"algorithm.n_resp_per_prompt={n} with adv_estimator={est!r}: a group of one "
+                               "has zero advantage, so nothing is learned", "set algorithm.n_resp_per_prompt >= 2")]
+    return []
+
+
+def check_batch(cfg: RunConfig) -> list[CheckResult]:
+    a, t = cfg.algorithm, cfg.trainer
+    out = check_batch_raw(cfg.model_dump())
+    if out:
+        return out
+    trials = t.train_batch_size * a.n_resp_per_prompt
+    out.append(ok("batch", f"{t.train_batch_size} tasks × {a.n_resp_per_prompt} responses = {trials} trials "
+                           f"per step, {t.total_steps} steps"))
+    if t.micro_batch_size > trials:
+        out.append(warn("batch", f"trainer.micro_batch_size={t.micro_batch_size} > {trials} sequences per step",
+                        f"set trainer.micro_batch_size <= {trials}"))
+    if a.adv_estimator in ("grpo", "rloo") and cfg.rollout.temperature == 0:
+        out.append(warn("batch", "rollout.temperature=0 with a group baseline: identical responses, "
+                                 "every group has zero std and zero advantage", "sample with temperature > 0"))
+    return out
+
+
+# ---- topology --------------------------------------------------------------------------------------
+def count_gpus() -> int:
+    """NVIDIA GPUs visible to this process, without importing torch."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    proc = Path("/proc/driver/nvidia/gpus")
+    if proc.is_dir():
+        return len(list(proc.iterdir()))
+    return len([p for p in Path("/dev").glob("nvidia*") if re.fullmatch(r"nvidia\d+", p.name)])
+
+
+def host_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_topology(cfg: RunConfig, structure_only: bool = False, cores: int | None = None,
+                   gpus: int | None = None) -> list[CheckResult]:
+    r, name = cfg.rollout, "topology"
+    trials = cfg.trainer.train_batch_size * cfg.algorithm.n_resp_per_prompt
+    waves = math.ceil(trials / r.concurrency)
+    out = [ok(name, f"{r.n_replicas} {r.engine} replica(s), concurrency {r.concurrency}: "
+                    f"{trials} trials per step in {waves} wave(s)")]
+    if r.concurrency > trials:
+        out.append(warn(name, f"rollout.concurrency={r.concurrency} > {trials} trials per step: "
+                              "the extra slots stay idle", f"set rollout.concurrency <= {trials}"))
+    if r.n_replicas > r.concurrency:
+        out.append(warn(name, f"rollout.n_replicas={r.n_replicas} > concurrency={r.concurrency}: "
+                              "some replicas never get a request", "raise rollout.concurrency"))
+    if structure_only:
+        out.append(skip(name, "cores and GPUs of this host not compared (--structure-only)"))
+        return out
+    cores = host_cores() if cores is None else cores
+    gpus = count_gpus() if gpus is None else gpus
+    if r.concurrency > TRIALS_PER_CORE * cores:
+        out.append(warn(name, f"rollout.concurrency={r.concurrency} on {cores} core(s): sandboxes and "
+                              "scaffolds will starve each other", f"keep it <= {TRIALS_PER_CORE * cores}"))
+    if r.engine == "vllm":
+        if gpus == 0:
+            out.append(warn(name, "engine 'vllm' and no GPU visible: only vLLM's CPU build can serve",
+                            "use rollout.engine='embedded' on CPU hosts"))
+        elif r.n_replicas > gpus:
+            out.append(fatal(name, f"rollout.n_replicas={r.n_replicas} vLLM replicas need {r.n_replicas} GPUs; "
+                                   f"{gpus} visible", f"set rollout.n_replicas <= {gpus}"))
+    elif r.n_replicas > max(gpus, cores):
+        out.append(warn(name, f"{r.n_replicas} embedded replicas on {cores} core(s) and {gpus} GPU(s): "
+                              "they share the same compute", "use fewer replicas"))
+    return out
+
+
+# ---- sandbox ---------------------------------------------------------------------------------------
+def _run_coro(coro: Any) -> Any:
+    """Run a coroutine to completion from sync code, even when called inside a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    th = threading.Thread(target=target, daemon=True)
+    th.start()
+    th.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def check_sandbox(cfg: RunConfig, structure_only: bool = False,
+                  probe: Callable[[str], list[tuple[str, str]]] | None = None) -> list[CheckResult]:
+    from legorl.env import BACKENDS
+
+    backend, name = cfg.rollout.sandbox, "sandbox"
+    if backend not in (*BACKENDS, "k8s"):
+        return [fatal(name, f"unknown rollout.sandbox={backend!r}", f"use one of {', '.join(BACKENDS)}")]
+    if structure_only:
+        return [skip(name, f"{backend} sandbox not started (--structure-only)")]
+    if probe is None:
+        from legorl.env import check_backend
+
+        def probe(b: str) -> list[tuple[str, str]]:
+            return _run_coro(check_backend(b))
+
+    levels = {"PASS": ok, "WARN": warn, "FATAL": fatal}
+    return [levels.get(level, warn)(name, msg) for level, msg in probe(backend)]
+
+
+# ---- tasks -----------------------------------------------------------------------------------------
+def _task_set(spec: str, what: str, structure_only: bool) -> tuple[list[CheckResult], int | None]:
+    from legorl.tasks import collect_tasks
+
+    if structure_only and not spec.startswith("builtin:"):
+        return [skip("tasks", f"{what} {spec!r} not read (--structure-only)")], None
+    try:
+        tasks, problems = collect_tasks(spec)
+    except (KeyError, OSError, ValueError) as exc:
+        return [fatal("tasks", f"{what} {spec!r}: {str(exc).strip(chr(39))}", f"fix {what}")], None
+    if not tasks:
+        first = f": {problems[0]}" if problems else ""
+        return [fatal("tasks", f"{what} {spec!r} has no valid task{first}", f"fix {what}")], 0
+    out = [ok("tasks", f"{what} {spec!r}: {len(tasks)} task(s)")]
+    if problems:
+        out.append(warn("tasks", f"{what} {spec!r}: {len(problems)} problem(s), first: {problems[0]}",
+                        "`legorl tasks check` lists them"))
+    return out, len(tasks)
+
+
+def check_tasks(cfg: RunConfig, structure_only: bool = False) -> list[CheckResult]:
+    t = cfg.tasks
+    out, n = _task_set(t.train, "tasks.train", structure_only)
+    if t.val is not None:
+        val_out, n_val = _task_set(t.val, "tasks.val", structure_only)
+        out += val_out
+    elif n is not None:
+        n_val = int(n * t.val_fraction)  # the exact split rounds per task set; close enough to warn
+        n -= n_val
+    else:
+        n_val = None
+    wants_val = cfg.trainer.test_freq > 0 or cfg.trainer.val_before_train
+    if wants_val and n_val == 0:
+        out.append(warn("tasks", "validation is on (trainer.test_freq / val_before_train) but no task is held out",
+                        "set tasks.val or tasks.val_fraction > 0"))
+    if n and cfg.trainer.train_batch_size > n:
+        out.append(warn("tasks", f"trainer.train_batch_size={cfg.trainer.train_batch_size} > {n} training tasks: "
+                                 "the same task repeats within a step", "lower train_batch_size or add tasks"))
+    return out
+
+
+# ---- silent pitfalls -------------------------------------------------------------------------------
+def check_pitfalls(cfg: RunConfig) -> list[CheckResult]:
+    """Settings that run fine and quietly waste the run."""
+    a, r, t, name = cfg.algorithm, cfg.rollout, cfg.trainer, "pitfall"
+    out: list[CheckResult] = []
+    if t.lr_scheduler != "constant" and t.warmup_steps >= t.total_steps:
+        out.append(warn(name, f"trainer.warmup_steps={t.warmup_steps} >= total_steps={t.total_steps}: "
+                              "the LR never reaches its peak", "shorten the warmup"))
+    if t.lr_scheduler in ("cosine", "linear") and t.total_steps >= MANY_STEPS:
+        out.append(warn(name, f"{t.lr_scheduler} LR decay over {t.total_steps} steps: stopping early trains at "
+                              "~peak LR, finishing trains the last steps at ~0",
+                        "lr_scheduler='constant' for open-ended RL runs"))
+    seq_tokens = r.max_response_len * r.max_turns
+    if a.rollout_is == "sequence" and seq_tokens > LONG_SEQUENCE_TOKENS:
+        out.append(warn(name, f"sequence-level IS over up to {seq_tokens} policy tokens: the weight is a product "
+                              "of per-token ratios and its variance explodes", "algorithm.rollout_is='token'"))
+    if r.staleness_threshold > 0 and a.rollout_is == "none":
+        out.append(warn(name, f"rollout.staleness_threshold={r.staleness_threshold} with no IS correction: "
+                              "off-policy rollouts are trained as on-policy", "algorithm.rollout_is='token'"))
+    if t.max_logprob_abs_diff is None:
+        out.append(warn(name, "trainer.max_logprob_abs_diff unset: a sampler/trainer logprob mismatch trains "
+                              "silently on wrong ratios", "trainer.max_logprob_abs_diff=1e-3"))
+    need = r.concurrency * (r.max_prompt_len + r.max_response_len)
+    have = r.kv_budget_tokens * r.n_replicas
+    if have < need:
+        out.append(warn(name, f"KV budget {have} tokens < concurrency × (max_prompt_len + max_response_len) "
+                              f"= {need}: requests will be preempted and recomputed",
+                        "raise rollout.kv_budget_tokens or lower rollout.concurrency"))
+    if not out:
+        out.append(ok(name, "no known silent pitfall"))
+    return out
+
+
+# ---- the runner ------------------------------------------------------------------------------------
+def _guard(fn: Callable[[], list[CheckResult]], name: str) -> list[CheckResult]:
+    try:
+        return fn()
+    except Exception as exc:  # a broken check must not block (or crash) a run
+        return [warn(name, f"check crashed: {type(exc).__name__}: {exc}")]
+
+
+def run_preflight(cfg: RunConfig, structure_only: bool = False) -> list[CheckResult]:
+    """Every check, in a fixed order; FATAL in the result means: refuse to start."""
+    so = structure_only
+    try:
+        model_dir = None if so else model_dir_for(cfg)
+    except Exception:  # the paths check reports it
+        model_dir = None
+    results: list[CheckResult] = []
+    checks: list[tuple[str, Callable[[], list[CheckResult]]]] = [
+        ("batch", lambda: check_batch(cfg)),
+        ("paths", lambda: check_model_path(cfg, so)),
+        ("tasks", lambda: check_tasks(cfg, so)),
+        ("tool-parser", lambda: check_tool_parser(cfg, model_dir, so)),
+        ("r3", lambda: check_r3(cfg, model_dir, so)),
+        ("topology", lambda: check_topology(cfg, so)),
+        ("sandbox", lambda: check_sandbox(cfg, so)),
+        ("pitfall", lambda: check_pitfalls(cfg)),
+    ]
+    for name, fn in checks:
+        results += _guard(fn, name)
+    return results
+
+
+def run_preflight_dict(data: dict[str, Any], structure_only: bool = False) -> list[CheckResult]:
+    """Like run_preflight for a raw (merged) config dict: invalid configs become FATAL lines."""
+    from pydantic import ValidationError
+
+    from legorl.config import _format_errors
+
+    results = check_batch_raw(data)
+    try:
+        cfg = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = _format_errors(exc)
+        if results:  # the batch line already names the group-size problem
+            problems = [p for p in problems if "n_resp_per_prompt" not in p]
+        return results + [fatal("config", p) for p in problems]
+    return run_preflight(cfg, structure_only)
+
+
+def load_raw_config(path: str | Path | None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """The merged site + run file + overrides dict, before validation (mirrors `load_config`)."""
+    from legorl.config import _deep_merge, _parse_override, _read_toml, site_config_path
+
+    data: dict[str, Any] = {}
+    site = site_config_path()
+    if site.is_file():
+        data = _read_toml(site)
+    if path is not None:
+        data = _deep_merge(data, _read_toml(Path(path)))
+    for item in overrides or []:
+        data = _deep_merge(data, _parse_override(item))
+    return data
+
+
+def preflight_file(path: str | Path, overrides: list[str] | None = None,
+                   structure_only: bool = False) -> list[CheckResult]:
+    try:
+        data = load_raw_config(path, overrides)
+    except ConfigError as exc:
+        return [fatal("config", p) for p in exc.problems]
+    return run_preflight_dict(data, structure_only)
