@@ -17,6 +17,7 @@ from legorl.agents.base import ScaffoldLimits, SessionEndpoint
 from legorl.agents.claude_code import ClaudeCode
 from legorl.agents.install import AgentNotInstalledError, find_binary
 from legorl.agents.mini_swe import MiniSweAgent
+from legorl.agents.opencode import OpenCode
 from legorl.env.local import LocalSandbox
 from legorl.models.chat import encode_text
 from legorl.proxy import ProxyConfig, ProxyServer
@@ -28,17 +29,6 @@ needs_mini = pytest.mark.skipif(
     importlib.util.find_spec("minisweagent") is None,
     reason="mini-swe-agent is not installed (legorl agents install mini-swe-agent)",
 )
-
-
-def _claude_missing() -> str:
-    try:
-        find_binary("claude-code")
-    except AgentNotInstalledError as exc:
-        return str(exc)
-    return ""
-
-
-needs_claude = pytest.mark.skipif(bool(_claude_missing()), reason=_claude_missing() or "claude installed")
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +91,9 @@ class ScriptedManager:
         self.real.end_session(session_id)
 
 
-def _call(command: str, tool: str = "bash") -> str:
-    return '<tool_call>\n{"name": "' + tool + '", "arguments": ' + json.dumps({"command": command}) + "}\n</tool_call>"
+def _call(command: str, tool: str = "bash", **extra: str) -> str:
+    args = json.dumps({"command": command, **extra})
+    return '<tool_call>\n{"name": "' + tool + '", "arguments": ' + args + "}\n</tool_call>"
 
 
 class HangingManager(ScriptedManager):
@@ -219,56 +210,85 @@ async def test_missing_mini_names_the_install_command(tmp_path, task, monkeypatc
         await MiniSweAgent().run("x", LocalSandbox(task), endpoint, ScaffoldLimits(), tmp_path)
 
 
-# ---- Claude Code -----------------------------------------------------------------------------------
+# ---- in-sandbox CLIs: Claude Code, OpenCode ----------------------------------------------------------
 
 
-@needs_claude
-async def test_claude_runs_its_tools_in_the_sandbox(tiny_stack, task, sandbox_root, tmp_path):
+def _missing(name: str) -> str:
+    try:
+        find_binary(name)
+    except AgentNotInstalledError as exc:
+        return str(exc)
+    return ""
+
+
+CLIS = [
+    pytest.param("claude-code", marks=pytest.mark.skipif(bool(_missing("claude-code")), reason=_missing("claude-code"))),
+    pytest.param("opencode", marks=pytest.mark.skipif(bool(_missing("opencode")), reason=_missing("opencode"))),
+]
+
+
+def _cli(name: str):
+    """Each CLI with one tool (its shell), so its prompt fits the tiny model's 2048-token window."""
+    return ClaudeCode(tools="Bash") if name == "claude-code" else OpenCode(tools=("bash",), context_window=2048)
+
+
+def _cli_tool_call(name: str, command: str) -> str:
+    if name == "claude-code":
+        return _call(command, tool="Bash")
+    return _call(command, tool="bash", description="Write the proof file")
+
+
+@pytest.mark.parametrize("name", CLIS)
+async def test_cli_runs_its_tools_in_the_sandbox(name, tiny_stack, task, sandbox_root, tmp_path):
     real, tok = tiny_stack
     marker = tmp_path / "host-marker.txt"
     net = "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), 3)' 2>/dev/null && echo open || echo closed"
-    script = [_call(f"echo $(id -u) $(hostname) $({net}) > proof.txt; echo x > {marker}", tool="Bash"), "Done."]
+    script = [_cli_tool_call(name, f"echo $(id -u) $(hostname) $({net}) > proof.txt; echo x > {marker}"), "Done."]
     limits = ScaffoldLimits(max_turns=4, timeout_sec=120, max_tokens_per_call=64)
-    scaffold = ClaudeCode(tools="Bash")
     result, record, files = await _trial(ScriptedManager(real, tok, script), tok, task, sandbox_root, tmp_path,
-                                         limits, scaffold)
-    assert result.exit_status == "finished", (result, (tmp_path / "logs" / "claude.stderr").read_text()[-2000:])
-    assert "proof.txt" in files, (tmp_path / "logs" / "claude.stdout").read_text()[-3000:]
+                                         limits, _cli(name))
+    logs = tmp_path / "logs"
+    stem = "claude" if name == "claude-code" else "opencode"
+    assert "proof.txt" in files, (result, (logs / f"{stem}.stdout").read_text()[-3000:],
+                                  (logs / f"{stem}.stderr").read_text()[-2000:])
     uid, host, network = files["proof.txt"].split()
     assert host == "sandbox" and int(uid) != 0 and network == "closed"
     assert not marker.exists()
-    assert result.metadata["tool_uses"] == 1
+    assert result.exit_status == "finished", result
+    assert result.metadata["tool_uses"] >= 1
     assert record.counters.calls >= 2 and record.counters.tool_calls >= 1
     policy = _policy_logprobs(record)
     assert policy and all(lp is not None and lp <= 0 for lp in policy)
 
 
-@needs_claude
-async def test_claude_real_engine_rollout_is_captured(tiny_stack, task, sandbox_root, tmp_path):
+@pytest.mark.parametrize("name", CLIS)
+async def test_cli_real_engine_rollout_is_captured(name, tiny_stack, task, sandbox_root, tmp_path):
     real, tok = tiny_stack
     limits = ScaffoldLimits(max_turns=2, timeout_sec=180, max_tokens_per_call=32)
-    result, record, _ = await _trial(real, tok, task, sandbox_root, tmp_path, limits, ClaudeCode(tools="Bash"))
+    result, record, _ = await _trial(real, tok, task, sandbox_root, tmp_path, limits, _cli(name))
     assert result.metadata["relay_requests"] >= 1, result
     assert record.counters.calls >= 1 and sum(record.mask) > 0, (result, record.counters)
     policy = _policy_logprobs(record)
     assert all(lp is not None and lp <= 0 for lp in policy) and any(lp < 0 for lp in policy)
-    assert record.messages and "Bash" in json.dumps(record.main.tools)
 
 
-@needs_claude
-async def test_claude_never_outlives_the_trial(tiny_stack, task, sandbox_root, tmp_path):
+@pytest.mark.parametrize("name", CLIS)
+async def test_cli_never_outlives_the_trial(name, tiny_stack, task, sandbox_root, tmp_path):
     real, tok = tiny_stack
-    limits = ScaffoldLimits(max_turns=2, timeout_sec=8)
+    limits = ScaffoldLimits(max_turns=2, timeout_sec=8, max_tokens_per_call=32)
     result, _, _ = await _trial(HangingManager(real, tok, []), tok, task, sandbox_root, tmp_path, limits,
-                                ClaudeCode(tools="Bash"))
+                                _cli(name))
     assert result.exit_status == "error" and "time limit" in (result.error or "")
     assert not _procs_matching("/opt/legorl/agent/")
 
 
-async def test_missing_claude_names_the_install_command(tmp_path, task, monkeypatch):
+@pytest.mark.parametrize("name", ["claude-code", "opencode"])
+async def test_missing_cli_names_the_install_command(name, tmp_path, task, monkeypatch):
     monkeypatch.setenv("LEGORL_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("LEGORL_CLAUDE_BIN", raising=False)
+    monkeypatch.delenv("LEGORL_OPENCODE_BIN", raising=False)
     endpoint = SessionEndpoint("http://127.0.0.1:1/v1", "http://127.0.0.1:1")
-    with pytest.raises(AgentNotInstalledError, match="legorl agents install claude-code"):
-        await ClaudeCode().run("x", LocalSandbox(task), endpoint, ScaffoldLimits(), tmp_path)
+    scaffold = ClaudeCode() if name == "claude-code" else OpenCode()
+    with pytest.raises(AgentNotInstalledError, match=f"legorl agents install {name}"):
+        await scaffold.run("x", LocalSandbox(task), endpoint, ScaffoldLimits(), tmp_path)

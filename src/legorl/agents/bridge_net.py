@@ -9,7 +9,6 @@ neither other sessions, nor other proxy routes, nor any other host.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
@@ -88,10 +87,11 @@ class HostRelay:
             for k, v in upstream.headers.items():
                 if k.lower() not in _HOP:
                     resp.headers.add(k, v)
-            await resp.prepare(request)
-            with contextlib.suppress(ConnectionError, aiohttp.ClientError):
+            try:  # the agent may hang up mid-stream (killed at its timeout): nothing left to deliver
+                await resp.prepare(request)
                 async for chunk in upstream.content.iter_any():  # SSE streams pass through as they come
                     await resp.write(chunk)
-            with contextlib.suppress(ConnectionError):
                 await resp.write_eof()
+            except (ConnectionError, aiohttp.ClientError):
+                pass
         return resp

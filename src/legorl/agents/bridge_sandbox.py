@@ -60,12 +60,17 @@ async def run_cli_in_sandbox(
     log_dir: Path,
     log_name: str,
     cwd: str | None = None,
+    files: dict[str, str] | None = None,
 ) -> CliRun:
-    """Runs `binary args...` as the sandbox user, reaching only `endpoint` at `relay_base_url()`."""
+    """Runs `binary args...` as the sandbox user, reaching only `endpoint` at `relay_base_url()`.
+    `files` (name -> text) appear read-only at /run/legorl/<name> (generated agent config)."""
     _require_local(sandbox)
     staged, rel = stage_readable(binary)
     binds: dict[str, Path] = sandbox.ro_binds  # type: ignore[attr-defined]
     async with HostRelay(endpoint.anthropic_base_url) as relay:
+        for name, text in (files or {}).items():
+            (relay.dir / name).write_text(text)
+            (relay.dir / name).chmod(0o644)
         binds[AGENT_MOUNT] = staged
         binds[RELAY_MOUNT] = relay.dir
         argv = [SYSTEM_PYTHON, f"{RELAY_MOUNT}/relay.py", f"{RELAY_MOUNT}/proxy.sock", str(RELAY_PORT), "--",
