@@ -1,0 +1,1 @@
+"""`legorl dashboard`: aiohttp server + static page (own SVG charts, no CDN)."""
