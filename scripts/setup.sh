@@ -34,6 +34,9 @@ command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 # podman (+ runc) serves the Docker API locally, so the docker sandbox backend is tested for real
 command -v podman >/dev/null 2>&1 || need+=(podman)
 command -v runc >/dev/null 2>&1 || need+=(runc)
+# headless Chromium + its driver: the dashboard's browser tests (Selenium uses them, downloads nothing)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "[setup] installing ${need[*]} (apt)"
