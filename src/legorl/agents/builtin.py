@@ -45,15 +45,27 @@ def _is_overflow(exc: Exception) -> bool:
 
 class BuiltinScaffold:
     """See the module docstring. Options: `tools` (send tool schemas; False = text protocol only),
-    `system_prompt` (replace the default), `seed` (per-call seeds `seed + turn`, for reproducible runs)."""
+    `system_prompt` (replace the default), `seed` (per-call seeds `seed + turn`, for reproducible runs),
+    `examples` (few-shot [task, reply] pairs sent as real user/assistant turns before the task: small
+    models copy a format from turns far better than from a description), `instruction_suffix` (appended
+    to the task text, e.g. a one-line format reminder)."""
 
     name: ClassVar[str] = "builtin"
     needs_model: ClassVar[bool] = True
 
-    def __init__(self, tools: bool = True, system_prompt: str | None = None, seed: int | None = None):
+    def __init__(
+        self,
+        tools: bool = True,
+        system_prompt: str | None = None,
+        seed: int | None = None,
+        examples: list[list[str]] | None = None,
+        instruction_suffix: str = "",
+    ):
         self.use_tools = tools
         self.system_prompt = system_prompt or SYSTEM_PROMPT
         self.seed = seed
+        self.examples = [(str(u), str(a)) for u, a in (examples or [])]
+        self.instruction_suffix = instruction_suffix
 
     async def run(
         self, instruction: str, sandbox: Sandbox, endpoint: SessionEndpoint, limits: ScaffoldLimits, log_dir: Path
@@ -63,10 +75,10 @@ class BuiltinScaffold:
         log_dir.mkdir(parents=True, exist_ok=True)
         client = openai.AsyncOpenAI(base_url=endpoint.openai_base_url, api_key=endpoint.api_key, max_retries=0,
                                     timeout=limits.timeout_sec)
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": instruction.strip()},
-        ]
+        messages: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}]
+        for user, assistant in self.examples:
+            messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+        messages.append({"role": "user", "content": instruction.strip() + self.instruction_suffix})
         stats = {"commands": 0, "tool_calls": 0, "text_actions": 0, "nudges": 0}
         logf = (log_dir / "builtin.log").open("a")
         try:
