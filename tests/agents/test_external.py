@@ -292,3 +292,24 @@ async def test_missing_cli_names_the_install_command(name, tmp_path, task, monke
     scaffold = ClaudeCode() if name == "claude-code" else OpenCode()
     with pytest.raises(AgentNotInstalledError, match=f"legorl agents install {name}"):
         await scaffold.run("x", LocalSandbox(task), endpoint, ScaffoldLimits(), tmp_path)
+
+
+@needs_mini
+@pytest.mark.slow
+async def test_mini_with_the_default_model(smollm_dir, task, sandbox_root, tmp_path):
+    """SmolLM2-135M drives the real `mini` loop: its calls are captured whatever it manages to do."""
+    from legorl.models.chat import load_tokenizer
+    from legorl.serving.embedded import EmbeddedEngine
+
+    engine = EmbeddedEngine.from_pretrained(smollm_dir, kv_budget_tokens=16384, seed=0)
+    try:
+        manager = SingleReplicaManager(engine, engine.max_model_len)
+        limits = ScaffoldLimits(max_turns=3, timeout_sec=300, max_tokens_per_call=96, temperature=0.7)
+        result, record, _ = await _trial(manager, load_tokenizer(smollm_dir), task, sandbox_root, tmp_path, limits)
+    finally:
+        await engine.close()
+    assert result.exit_status in ("submitted", "turn_limit", "no_action_limit", "context_overflow"), result
+    assert result.turns == record.counters.calls >= 1
+    policy = _policy_logprobs(record)
+    assert policy and all(lp is not None and lp <= 0 for lp in policy)
+    assert isinstance(json.loads((tmp_path / "logs" / "bridge_commands.json").read_text()), list)
