@@ -1,7 +1,8 @@
 """Per-step metrics: one `step:N - key:value - ...` line in `logs/<exp>.log` and a JSONL twin.
 
 On resume the files are truncated to the checkpointed step, so a step that ran after the last
-checkpoint (and is re-run) never appears twice.
+checkpoint (and is re-run) never appears twice. Optional sinks (tensorboard, wandb, mlflow; see
+`legorl.ops.sinks`) get a copy of each step; the files above do not change with them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import json
 import math
 from pathlib import Path
 from typing import Any
+
+from legorl.ops.sinks import MetricsSink, SinkFanout, sinks_from_env
 
 
 def _fmt(v: Any) -> str:
@@ -21,9 +24,12 @@ def _fmt(v: Any) -> str:
 
 
 class MetricsLogger:
-    def __init__(self, log_dir: str | Path, experiment: str, resume_step: int | None = None):
+    def __init__(self, log_dir: str | Path, experiment: str, resume_step: int | None = None,
+                 sinks: list[MetricsSink] | None = None):
         self.dir = Path(log_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
+        # None: the sinks named in $LEGORL_METRICS_SINKS (none when unset)
+        self.sinks = SinkFanout(sinks_from_env(self.dir, experiment) if sinks is None else sinks)
         self.log_path = self.dir / f"{experiment}.log"
         self.jsonl_path = self.dir / f"{experiment}.jsonl"
         if resume_step is None:
@@ -53,7 +59,12 @@ class MetricsLogger:
             f.flush()
         with self.log_path.open("a") as f:
             f.write(line + "\n")
+        self.sinks.log(step, metrics)
         return line
+
+    def close(self) -> None:
+        """Flush and close the sinks (the files need nothing)."""
+        self.sinks.close()
 
     def read(self) -> list[dict[str, Any]]:
         if not self.jsonl_path.exists():
