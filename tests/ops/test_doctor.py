@@ -1,0 +1,68 @@
+"""Each failure signature fires on a crafted run built to show it, and a healthy run is clean."""
+
+from __future__ import annotations
+
+from legorl.ops.doctor import diagnose
+from legorl.ops.runs import Run
+
+from .rundir import base_record, make_run, trial
+
+
+def sigs(run_dir) -> list[str]:
+    return [f.signature for f in diagnose(Run(run_dir))]
+
+
+def recs(n: int, **over) -> list[dict]:
+    return [{"step": s, **base_record(s), **over} for s in range(1, n + 1)]
+
+
+def test_healthy_run_is_clean(tmp_path):
+    assert sigs(make_run(tmp_path, steps=4)) == []
+
+
+def test_zero_tool_calls(tmp_path):
+    trials = [trial(1, f"step_1-000-{j}", "t", tool_calls=0, parse_failures=2, commands=0) for j in range(4)]
+    run = make_run(tmp_path, trials=trials, config={"rollout": {"tool_parser": "qwen3_coder"}})
+    found = diagnose(Run(run))
+    assert [f.signature for f in found] == ["zero tool calls"] and "qwen3_coder" in found[0].fix
+    # a text-protocol scaffold never makes tool calls: not a finding
+    run2 = make_run(tmp_path, "text", trials=trials, config={"rollout": {"agent_kwargs": {"tools": False}}})
+    assert sigs(run2) == []
+
+
+def test_zero_rewards_with_verifier_errors(tmp_path):
+    trials = [trial(1, "step_1-000-0", "t", "verifier_error", None, reason="verifier crashed: no pytest"),
+              trial(1, "step_1-000-1", "t", "failed", 0.0)]
+    assert sigs(make_run(tmp_path, trials=trials)) == ["all-zero rewards with verifier errors"]
+
+
+def test_all_env_setup_failed(tmp_path):
+    trials = [trial(2, f"step_2-00{i}-0", "t", "env_setup_failed", None, reason="bwrap: setting up uid map")
+              for i in range(3)]
+    assert sigs(make_run(tmp_path, trials=trials)) == ["every trial env_setup_failed"]
+
+
+def test_logprob_collapse(tmp_path):
+    records = recs(3)
+    records[2].update({"rollout_corr/abs_diff_mean": 0.4, "rollout_corr/pearson": 0.5})
+    assert sigs(make_run(tmp_path, records=records)) == ["rollout/trainer logprob agreement collapse"]
+
+
+def test_ess_collapse(tmp_path):
+    assert sigs(make_run(tmp_path, records=recs(3, **{"rollout_is/ess": 0.05}))) == ["importance-sampling ESS collapse"]
+
+
+def test_staleness_drops(tmp_path):
+    records = recs(2, **{"trajectory_filter/dropped_stale": 12.0, "trajectory_filter/kept": 4.0})
+    assert sigs(make_run(tmp_path, records=records)) == ["staleness drops dominate"]
+
+
+def test_sandbox_latency_creep(tmp_path):
+    trials = [trial(s, f"step_{s}-000-{j}", "t", sandbox_start=0.5 * s * s) for s in range(1, 9) for j in range(2)]
+    assert sigs(make_run(tmp_path, trials=trials)) == ["sandbox start latency creeping up"]
+
+
+def test_zero_std_groups(tmp_path):
+    records = recs(5, **{"grpo/zero_std_groups": 4, "grpo/num_groups": 4, "critic/score/mean": 0.0})
+    found = diagnose(Run(make_run(tmp_path, records=records)))
+    assert [f.signature for f in found] == ["zero-std groups dominate"] and "too hard" in found[0].fix
