@@ -66,3 +66,10 @@ def test_zero_std_groups(tmp_path):
     records = recs(5, **{"grpo/zero_std_groups": 4, "grpo/num_groups": 4, "critic/score/mean": 0.0})
     found = diagnose(Run(make_run(tmp_path, records=records)))
     assert [f.signature for f in found] == ["zero-std groups dominate"] and "too hard" in found[0].fix
+
+
+def test_timeouts_dominate(tmp_path):
+    trials = [trial(1, f"step_1-000-{j}", "t", "timeout", 0.0, reason="agent ran past its 120s timeout")
+              for j in range(3)] + [trial(1, "step_1-001-0", "u")]
+    found = diagnose(Run(make_run(tmp_path, trials=trials)))
+    assert [f.signature for f in found] == ["timeout dominates"] and "agent_timeout_sec" in found[0].fix

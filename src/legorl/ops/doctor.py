@@ -22,6 +22,7 @@ STALE_DOMINATES = 0.5  # fraction of a step's trials dropped as too stale
 ZERO_STD_DOMINATES = 0.8  # fraction of GRPO groups with identical rewards
 LATENCY_GROWTH = 3.0  # late-step sandbox start vs early-step, and at least LATENCY_MIN_S
 LATENCY_MIN_S = 2.0
+OUTCOME_DOMINATES = 0.5  # fraction of a step's trials ending in timeout / context_overflow / agent_error
 
 
 @dataclass
@@ -201,9 +202,31 @@ def zero_std_groups(d: RunData) -> Finding | None:
     )
 
 
+OUTCOME_FIXES = {
+    "timeout": "trials run past the agent timeout: raise rollout.agent_timeout_sec, lower rollout.concurrency "
+               "if the host is saturated (compare timing/rollout_s), or lower max_turns / max_response_len",
+    "context_overflow": "conversations outgrow the context: raise rollout.max_prompt_len (within the model's "
+                        "window), lower rollout.max_turns, or truncate tool output in the scaffold",
+    "agent_error": "the scaffold crashes: read agent/error.txt and agent/*.log in a trial dir "
+                   "(`legorl dashboard` shows them per trial)",
+}
+
+
+def outcome_dominates(d: RunData) -> Finding | None:
+    """Most of a step's trials end the same non-policy way: the limits, not the policy, set the reward."""
+    for step, trials in d.by_step.items():
+        for outcome, fix in OUTCOME_FIXES.items():
+            n = sum(1 for t in trials if t.get("outcome") == outcome)
+            if trials and n / len(trials) > OUTCOME_DOMINATES:
+                reason = next((t.get("reason") for t in trials if t.get("outcome") == outcome and t.get("reason")), "")
+                return Finding(f"{outcome} dominates", f"step {step}: {n}/{len(trials)} trials ended in {outcome}"
+                               + (f" ({reason})" if reason else ""), fix)
+    return None
+
+
 SIGNATURES: list[Callable[[RunData], Finding | None]] = [
-    all_env_setup_failed, zero_rewards_verifier_errors, zero_tool_calls, logprob_collapse, ess_collapse,
-    staleness_drops, zero_std_groups, sandbox_latency_creep,
+    all_env_setup_failed, zero_rewards_verifier_errors, zero_tool_calls, outcome_dominates, logprob_collapse,
+    ess_collapse, staleness_drops, zero_std_groups, sandbox_latency_creep,
 ]
 
 

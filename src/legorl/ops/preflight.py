@@ -167,7 +167,7 @@ def _task_set(spec: str, what: str, structure_only: bool) -> tuple[list[CheckRes
     out = [ok("tasks", f"{what} {spec!r}: {len(tasks)} task(s)")]
     if problems:
         out.append(warn("tasks", f"{what} {spec!r}: {len(problems)} problem(s), first: {problems[0]}",
-                        "`legorl tasks check` lists them"))
+                        "`legorl tasks validate` lists them"))
     return out, len(tasks)
 
 

@@ -32,6 +32,24 @@ def _read_json(path: Path) -> Any:
         return None
 
 
+_RESULT_CACHE: dict[Path, tuple[int, int, Any]] = {}  # result.json -> (mtime_ns, size, record)
+
+
+def _read_result(path: Path) -> Any:
+    """result.json, parsed once per version: the dashboard re-reads every trial on each poll."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    hit = _RESULT_CACHE.get(path)
+    if hit is not None and hit[:2] == (st.st_mtime_ns, st.st_size):
+        return hit[2]
+    rec = _read_json(path)
+    if rec is not None:
+        _RESULT_CACHE[path] = (st.st_mtime_ns, st.st_size, rec)
+    return rec
+
+
 @dataclass
 class Run:
     root: Path
@@ -94,11 +112,9 @@ class Run:
             if step is not None and s != step:
                 continue
             for t in sorted(d.iterdir()):
-                rec = _read_json(t / "result.json")
+                rec = _read_result(t / "result.json")
                 if isinstance(rec, dict):
-                    rec.setdefault("step", s)
-                    rec["_dir"] = str(t)
-                    out.append(rec)
+                    out.append({"step": s, **rec, "_dir": str(t)})
         return out
 
     def last_modified(self) -> float:
