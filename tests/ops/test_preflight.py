@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+
+import pytest
 
 from legorl.config import RunConfig
 from legorl.ops import preflight as pf
@@ -141,3 +144,14 @@ def test_crashing_check_is_a_warning(monkeypatch):
     monkeypatch.setattr(pf, "check_pitfalls", boom)
     res = pf.run_preflight(cfg(), structure_only=True)
     assert [r.level for r in res if r.check == "pitfall"] == ["WARN"]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing: the local sandbox cannot start")
+def test_full_preflight_on_demo_host(smollm_dir):
+    """Everything, on this host: model files, tasks, a real sandbox start."""
+    res = pf.preflight_file(ROOT / "examples" / "demo.toml")
+    assert not has_fatal(res), format_results(res)
+    assert "SKIP" not in levels(res) and levels(res, "sandbox")[0] == "PASS"
+    # tools on: SmolLM2's template has no native tools, so the proxy's hermes injection is fine
+    res = pf.preflight_file(ROOT / "examples" / "demo.toml", ["rollout.agent_kwargs.tools=true"])
+    assert levels(res, "tool-parser") == ["PASS"]
