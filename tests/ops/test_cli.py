@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -70,3 +71,26 @@ def test_dashboard_command_serves(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_alive_by_process(tmp_path):
+    """Old files but a `legorl train` process whose cwd/output_dir/name is the run: alive."""
+    from legorl.ops.runs import Run, is_alive, train_pids
+
+    run = make_run(tmp_path / "runs", "exp", steps=2)
+    old = 1_000_000_000
+    for p in run.rglob("*"):
+        os.utime(p, (old, old))
+    assert not is_alive(Run(run))[0]
+    fake = tmp_path / "legorl"
+    fake.write_text("import time\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, str(fake), "train", "cfg.toml"], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 10
+        while not train_pids(Run(run)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert train_pids(Run(run)) == [proc.pid]
+        assert is_alive(Run(run))[0]
+    finally:
+        proc.kill()
+        proc.wait()

@@ -233,9 +233,19 @@ def _guard(fn: Callable[[], list[CheckResult]], name: str) -> list[CheckResult]:
         return [warn(name, f"check crashed: {type(exc).__name__}: {exc}")]
 
 
-def run_preflight(cfg: RunConfig, structure_only: bool = False) -> list[CheckResult]:
-    """Every check, in a fixed order; FATAL in the result means: refuse to start."""
+def run_preflight(cfg: RunConfig, structure_only: bool = False, prepare_model: bool = False) -> list[CheckResult]:
+    """Every check, in a fixed order; FATAL in the result means: refuse to start.
+
+    `prepare_model=True` (for `legorl train`, which prepares it anyway) builds a registered model
+    that is not in the store yet, so the template and R3 checks can read it instead of skipping."""
     so = structure_only
+    if prepare_model and not so:
+        from legorl.models import resolve_model
+
+        try:
+            resolve_model(cfg.model.path, prepare=True)
+        except Exception:  # the paths check reports it
+            pass
     try:
         model_dir = None if so else model_dir_for(cfg)
     except Exception:  # the paths check reports it

@@ -11,6 +11,7 @@ status, doctor and the dashboard read live runs.
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import time
@@ -146,14 +147,35 @@ def _is_run(d: Path) -> bool:
     return (d / "config.json").is_file() or any((d / "logs").glob("*.jsonl"))
 
 
+def train_pids(run: Run) -> list[int]:
+    """Ids of `legorl train` processes on this host (same user) whose run dir is `run.root`.
+
+    Matched through /proc: the process's cwd + the run's output_dir/name (from config.json)."""
+    cfg = run.config.get("run") or {}
+    out_dir, name = cfg.get("output_dir", "runs"), cfg.get("name", run.root.name)
+    target = run.root.resolve()
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if not any(os.path.basename(a) in (b"legorl", b"legorl.cli") for a in argv[:3]) or b"train" not in argv:
+                continue
+            if (Path(os.readlink(proc / "cwd")) / out_dir / name).resolve() == target:
+                pids.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
 def is_alive(run: Run, records: list[dict[str, Any]] | None = None, now: float | None = None) -> tuple[bool, float]:
-    """(alive, seconds since the last write); alive while files changed within ~2 step times."""
+    """(alive, seconds since the last write): a `legorl train` process owns the run dir, or its files
+    changed within ~2 step times and the last step is not the final one."""
     records = run.metrics() if records is None else records
     age = (now or time.time()) - run.last_modified()
     steps = [r["timing/step_s"] for r in records[-5:] if isinstance(r.get("timing/step_s"), int | float)]
     window = max(ALIVE_MIN_S, 2 * max(steps, default=0.0))
     done = run.total_steps() is not None and bool(records) and records[-1].get("step") == run.total_steps()
-    return (age <= window and not done), age
+    return (age <= window and not done) or bool(train_pids(run)), age
 
 
 def eta_seconds(records: list[dict[str, Any]], total_steps: int | None) -> float | None:

@@ -5,6 +5,7 @@
   const CURVES = ["critic/score/mean", "rollout/pass_rate", "actor/entropy", "actor/ppo_kl", "actor/pg_clipfrac",
     "actor/grad_norm", "actor/pg_loss", "actor/lr", "response_length/mean", "critic/advantages/mean",
     "critic/vf_loss"];
+  const GRID_STEPS = 40;  // the grid shows the latest steps only
   const state = { runs: [], run: null, compare: "", data: {}, step: null, task: null, trial: null };
   const $ = (sel) => document.querySelector(sel);
 
@@ -124,7 +125,7 @@
 
   function renderTaskGrid() {
     const trials = state.data[state.run].trials.filter((t) => t.kind === "train");
-    const steps = [...new Set(trials.map((t) => t.step))].sort((a, b) => a - b);
+    const steps = [...new Set(trials.map((t) => t.step))].sort((a, b) => a - b).slice(-GRID_STEPS);
     const tasks = [...new Set(trials.map((t) => t.task_id))].sort();
     const body = $("#taskgrid .body");
     body.innerHTML = "";

@@ -68,7 +68,7 @@
       const pts = s.points.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(" ");
       el("polyline", { points: pts, fill: "none", stroke: s.color, "stroke-width": 1.8,
         "stroke-dasharray": s.dash ? "5 3" : "" }, g);
-      for (const p of s.points) {
+      if (s.points.length <= 200) for (const p of s.points) {  // dots (with hover text) on short series
         const c = el("circle", { cx: sx(p[0]), cy: sy(p[1]), r: 2.6, fill: s.color }, g);
         el("title", {}, c).textContent = `${s.name}  step ${p[0]}: ${fmt(p[1])}`;
       }
