@@ -188,6 +188,14 @@ def test_claude_outcomes():
     assert "time limit" in (parse_stream(_stream(rc=124, timed_out=True)).error or "")
 
 
+def test_oom_is_named_with_its_fix():
+    from legorl.agents.opencode import parse_events
+
+    oom = CliRun(137, False, "", "", 1.0, 2, oom_killed=True)
+    for result in (parse_stream(oom), parse_events(oom)):
+        assert result.exit_status == "error" and "memory_mb" in (result.error or "")
+
+
 def test_opencode_config_points_at_the_relay_only():
     cfg = opencode_config(ENDPOINT, ScaffoldLimits(max_turns=5, max_tokens_per_call=77), tools=("bash",))
     provider = cfg["provider"]["legorl"]

@@ -36,6 +36,10 @@ class CliRun:
     oom_killed: bool = False
 
 
+OOM_NOTE = ("was killed at the sandbox's memory limit: the agent process itself counts against the task's "
+            "memory_mb (Claude Code and OpenCode need roughly 0.5-1 GB on top of the task)")
+
+
 def relay_base_url() -> str:
     """The proxy session as the agent sees it from inside the sandbox."""
     return f"http://127.0.0.1:{RELAY_PORT}"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from legorl.agents.base import ExitStatus, ScaffoldLimits, ScaffoldResult, SessionEndpoint
-from legorl.agents.bridge_sandbox import CliRun, relay_base_url, run_cli_in_sandbox
+from legorl.agents.bridge_sandbox import OOM_NOTE, CliRun, relay_base_url, run_cli_in_sandbox
 from legorl.agents.install import find_binary
 from legorl.env.base import Sandbox
 
@@ -107,6 +107,8 @@ def parse_stream(run: CliRun) -> ScaffoldResult:
                             "events": len(events)}
     if run.timed_out:
         return ScaffoldResult("error", 0, "claude ran past its time limit and was killed", meta)
+    if run.oom_killed and result is None:
+        return ScaffoldResult("error", 0, f"claude {OOM_NOTE}", meta)
     if result is None:
         why = (run.stderr.strip() or run.stdout.strip())[-600:] or "no output"
         return ScaffoldResult("error", 0, f"claude exited with status {run.exit_code} and no result: {why}", meta)

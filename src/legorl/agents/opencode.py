@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from legorl.agents.base import ScaffoldLimits, ScaffoldResult, SessionEndpoint
-from legorl.agents.bridge_sandbox import RELAY_MOUNT, CliRun, relay_base_url, run_cli_in_sandbox
+from legorl.agents.bridge_sandbox import OOM_NOTE, RELAY_MOUNT, CliRun, relay_base_url, run_cli_in_sandbox
 from legorl.agents.install import find_binary
 from legorl.env.base import Sandbox
 
@@ -141,6 +141,8 @@ def parse_events(run: CliRun) -> ScaffoldResult:
                             "tool_uses": tools}
     if run.timed_out:
         return ScaffoldResult("error", steps, "opencode ran past its time limit and was killed", meta)
+    if run.oom_killed:
+        return ScaffoldResult("error", steps, f"opencode {OOM_NOTE}", meta)
     if errors or run.exit_code != 0:
         text = json.dumps(errors[-1])[-600:] if errors else (run.stderr.strip() or run.stdout.strip())[-600:]
         lowered = text.lower()
