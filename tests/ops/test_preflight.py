@@ -80,7 +80,7 @@ def test_r3(tmp_path):
 
 
 def test_batch_raw_and_dict():
-    res = pf.run_preflight_dict({"algorithm": {"adv_estimator": "rloo", "n_resp_per_prompt": 1}})
+    res = pf.run_preflight({"algorithm": {"adv_estimator": "rloo", "n_resp_per_prompt": 1}})
     assert [r.check for r in res] == ["batch"] and has_fatal(res)
     res = pf.run_preflight_dict({"trainer": {"lr": -1}})
     assert levels(res, "config") == ["FATAL"]

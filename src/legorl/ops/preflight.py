@@ -233,11 +233,15 @@ def _guard(fn: Callable[[], list[CheckResult]], name: str) -> list[CheckResult]:
         return [warn(name, f"check crashed: {type(exc).__name__}: {exc}")]
 
 
-def run_preflight(cfg: RunConfig, structure_only: bool = False, prepare_model: bool = False) -> list[CheckResult]:
-    """Every check, in a fixed order; FATAL in the result means: refuse to start.
+def run_preflight(cfg: RunConfig | dict[str, Any], structure_only: bool = False,
+                  prepare_model: bool = False) -> list[CheckResult]:
+    """Every check, in a fixed order; FATAL in the result means: refuse to start. A raw config dict
+    is validated first (its problems become FATAL lines).
 
     `prepare_model=True` (for `legorl train`, which prepares it anyway) builds a registered model
     that is not in the store yet, so the template and R3 checks can read it instead of skipping."""
+    if isinstance(cfg, dict):
+        return run_preflight_dict(cfg, structure_only, prepare_model)
     so = structure_only
     if prepare_model and not so:
         from legorl.models import resolve_model
@@ -266,7 +270,8 @@ def run_preflight(cfg: RunConfig, structure_only: bool = False, prepare_model: b
     return results
 
 
-def run_preflight_dict(data: dict[str, Any], structure_only: bool = False) -> list[CheckResult]:
+def run_preflight_dict(data: dict[str, Any], structure_only: bool = False,
+                       prepare_model: bool = False) -> list[CheckResult]:
     """Like run_preflight for a raw (merged) config dict: invalid configs become FATAL lines."""
     from pydantic import ValidationError
 
@@ -280,7 +285,7 @@ def run_preflight_dict(data: dict[str, Any], structure_only: bool = False) -> li
         if results:  # the batch line already names the group-size problem
             problems = [p for p in problems if "n_resp_per_prompt" not in p]
         return results + [fatal("config", p) for p in problems]
-    return run_preflight(cfg, structure_only)
+    return run_preflight(cfg, structure_only, prepare_model)
 
 
 def load_raw_config(path: str | Path | None, overrides: list[str] | None = None) -> dict[str, Any]:

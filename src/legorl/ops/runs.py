@@ -78,7 +78,12 @@ class Run:
 
     @property
     def trials_dir(self) -> Path:
-        return self.root / "trials" / self.name
+        d = self.root / "trials" / self.name
+        if not d.is_dir():  # the worker slugs odd names; a run has one experiment dir under trials/
+            subdirs = [p for p in (self.root / "trials").glob("*") if p.is_dir()]
+            if len(subdirs) == 1:
+                return subdirs[0]
+        return d
 
     def metrics(self) -> list[dict[str, Any]]:
         """Step records in file order; a torn last line (a write in progress) is dropped."""
