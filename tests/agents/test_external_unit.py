@@ -122,6 +122,12 @@ async def test_host_relay_reaches_only_its_session():
                     body = await r.text()
                 async with http.get("http://x/../../health") as r:
                     await r.read()
+            # A raw request line that a client library would not normalize first.
+            reader, writer = await asyncio.open_unix_connection(str(relay.socket_path))
+            writer.write(b"GET /v1/../../../health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            raw = await reader.read()
+            writer.close()
+            assert raw.startswith(b"HTTP/1.1 400")
         assert body == "data: 0\n\ndata: 1\n\ndata: 2\n\n"
         assert seen[0] == "/sess/abc/v1/messages?beta=true"
         assert all(p.startswith("/sess/abc/") for p in seen)

@@ -73,6 +73,10 @@ class HostRelay:
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         assert self._client is not None
         self.requests += 1
+        raw = request.raw_path.split("?", 1)[0]
+        if any(seg in ("..", ".") or "%2e" in seg.lower() for seg in raw.split("/")):
+            # The client library would resolve "/sess/<id>/../x" to "/sess/x": out of the session.
+            return web.json_response({"error": {"message": "legorl relay: path outside the session"}}, status=400)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         body = await request.read()
         try:

@@ -19,6 +19,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -54,9 +55,8 @@ def _reap(agent: int) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            continue
-        except InterruptedError:
+        except (ChildProcessError, InterruptedError):
+            time.sleep(0.05)
             continue
         if pid == agent:
             code = os.waitstatus_to_exitcode(status)
