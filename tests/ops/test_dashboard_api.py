@@ -36,3 +36,16 @@ async def test_endpoints(tmp_path):
         assert "/static/chart.js" in page and "http" not in page.replace("http-equiv", "")
         js = await (await c.get("/static/chart.js")).text()
         assert "LegoChart" in js
+
+
+async def test_empty_and_fresh_runs(tmp_path):
+    async with TestClient(TestServer(make_app(tmp_path / "nothing", decode_tokens=False))) as c:
+        assert await (await c.get("/api/runs")).json() == []
+    run = make_run(tmp_path, "fresh", records=[], trials=[])  # started: config.json, no step yet
+    async with TestClient(TestServer(make_app(tmp_path, decode_tokens=False))) as c:
+        (row,) = await (await c.get("/api/runs")).json()
+        assert row["step"] is None and row["num_trials"] == 0 and row["eta_s"] is None
+        assert await (await c.get("/api/runs/fresh/metrics")).json() == []
+        (run / "trials" / "fresh" / "step_1" / "t0").mkdir(parents=True)  # a trial still running
+        assert await (await c.get("/api/runs/fresh/trials")).json() == []
+        assert (await c.get("/api/runs/fresh/trajectory", params={"trial": "step_1/t0"})).status == 404

@@ -183,7 +183,13 @@
     const body = $("#trajectory .body");
     body.className = "body";
     body.textContent = "loading...";
-    const d = await getJSON(`/api/runs/${state.run}/trajectory?trial=${encodeURIComponent(path)}`);
+    let d;
+    try {
+      d = await getJSON(`/api/runs/${state.run}/trajectory?trial=${encodeURIComponent(path)}`);
+    } catch (e) {
+      body.textContent = `no trajectory: ${e.message}`;  // e.g. the trial is still running
+      return;
+    }
     body.innerHTML = "";
     const r = d.result || {};
     body.append(h("div", { class: "kv" }, h("span", { class: "muted", text: "trial" }), h("span", { text: d.trial }),
