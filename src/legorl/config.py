@@ -44,6 +44,7 @@ class ModelSection(_Section):
 
 class TasksSection(_Section):
     train: str = "builtin:shell-basics"
+    include: list[str] = Field(default_factory=list)  # task-id globs to keep (empty: all)
     val: str | None = None  # None: hold out `val_fraction` of `train`
     val_fraction: float = Field(0.2, ge=0.0, lt=1.0)
     split_seed: int = 0

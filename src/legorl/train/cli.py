@@ -21,6 +21,8 @@ def register(app: typer.Typer) -> None:
         resume: bool = typer.Option(False, "--resume", help="Continue from the run's newest checkpoint."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Discard the run's old checkpoints."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (logs only)."),
+        skip_preflight: bool = typer.Option(False, "--skip-preflight",
+                                            help="Do not run the preflight checks first (they refuse FATAL configs)."),
     ) -> None:
         """Train a policy with online RL (sync loop): trials -> rewards -> update -> weight sync."""
         import asyncio
@@ -31,6 +33,12 @@ def register(app: typer.Typer) -> None:
             cfg = load_config(config, overrides or [])
         except ConfigError as exc:
             _fail([f"{config}: {p}" for p in exc.problems])
+        if not skip_preflight:
+            from legorl.ops.preflight import print_results, run_preflight
+
+            if not print_results(run_preflight(cfg, prepare_model=True), typer.echo):
+                typer.echo("error: preflight found FATAL problems; fix them (or see `legorl preflight`)", err=True)
+                raise typer.Exit(2)
         from legorl.models import ModelNotFoundError
         from legorl.tasks import TaskValidationError
         from legorl.train.loop import RunDirExistsError
@@ -39,7 +47,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             asyncio.run(train(cfg, resume=resume, overwrite=overwrite, progress=not no_progress))
-        except (RunDirExistsError, ModelNotFoundError, TaskValidationError, NotImplementedError) as exc:
+        except (RunDirExistsError, ModelNotFoundError, TaskValidationError, NotImplementedError, ValueError) as exc:
             _fail([str(exc).splitlines()[0] if str(exc) else type(exc).__name__])
         except LogprobMismatchError as exc:
             typer.echo(f"error: {exc}", err=True)

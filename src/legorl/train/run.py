@@ -26,6 +26,12 @@ from legorl.workers.worker import AgentLoopWorker
 
 def load_task_split(cfg: RunConfig) -> tuple[list[Task], list[Task]]:
     tasks = load_tasks(cfg.tasks.train)
+    if cfg.tasks.include:
+        import fnmatch
+
+        tasks = [t for t in tasks if any(fnmatch.fnmatchcase(t.id, g) for g in cfg.tasks.include)]
+        if not tasks:
+            raise ValueError(f"tasks.include {cfg.tasks.include} matches no task in {cfg.tasks.train}")
     if cfg.tasks.val is not None:
         return tasks, load_tasks(cfg.tasks.val)
     return split_tasks(tasks, cfg.tasks.val_fraction, seed=cfg.tasks.split_seed)
