@@ -55,7 +55,10 @@ class SchedulerConfig:
     idle_grace_sec: float = 60.0
     max_wait_sec: float | None = None  # None: wait until admitted; else admit as "max_wait" after it
     preempt_superseded: bool = True
-    count_pending: bool = True  # add admitted leases' prompt tokens to the probe (guards a wake-up herd)
+    # add the prompt tokens of admitted leases and of idle reservations to the KV-usage probe: guards
+    # a wake-up herd (admitted work the engine has not started yet) and keeps the KV that reserved
+    # sessions will need on their next turn from being handed to newcomers
+    count_pending: bool = True
     max_sessions: int = 100_000  # bound on per-session state (idle sessions evicted LRU)
 
     def floored(self) -> SchedulerConfig:
@@ -78,6 +81,7 @@ class _Session:
     reserved: bool = False
     grace_until: float | None = None
     attempts: dict[str, int] = field(default_factory=dict)
+    claim: tuple[str, int] | None = None  # (replica id, tokens) held by an idle reservation
     num_preempted: int = 0
     waiting: int = 0
 
@@ -130,9 +134,11 @@ class SessionScheduler:
         self._changed = asyncio.Event()
         self._pending: dict[str, int] = {}  # replica id -> prompt tokens of active leases
         self._budget: dict[str, int | None] = {}
+        self._pressure_until: dict[str, float] = {}  # replica id -> end of its pressure episode
         self.admissions: dict[str, int] = {}
         self.counters = dict.fromkeys(
-            ["waited", "preempted", "aborted_waits", "expired_reservations", "queue_len_max"], 0
+            ["waited", "preempted", "aborted_waits", "expired_reservations", "yielded_reservations",
+             "queue_len_max"], 0
         )
         self.wait_total_s = 0.0
         self.wait_max_s = 0.0
@@ -161,7 +167,7 @@ class SessionScheduler:
                 decision = self._decide(st, prompt_ids)
                 waited = time.monotonic() - t0
                 if decision is None and self.config.max_wait_sec is not None and waited >= self.config.max_wait_sec:
-                    decision = ("max_wait", None)
+                    decision = ("max_wait", None, False)
                 if decision is not None:
                     return self._admit(st, decision, len(prompt_ids), waited if me else 0.0)
                 if me is None:
@@ -206,6 +212,7 @@ class SessionScheduler:
                 w.aborted = "session_finished"
         st.reserved, st.grace_until = False, None
         self._idle.pop(session_id, None)
+        self._drop_claim(st)
         if st.active == 0 and st.waiting == 0:
             del self._sessions[session_id]
         self._wake()
@@ -240,52 +247,62 @@ class SessionScheduler:
         return out
 
     # -- decisions --------------------------------------------------------------------------------
-    def _decide(self, st: _Session, ids: list[int]) -> tuple[str, str | None] | None:
+    def _decide(self, st: _Session, ids: list[int]) -> tuple[str, str | None, bool] | None:
+        """(reason, replica id, reserve?) or None to wait; see the module docstring."""
         try:
             rid, engine = self.target(st.id)
         except Exception:  # no routable replica: let the call through and fail (or fail over) there
             rid, engine = None, None
         if self._owns(st):
-            return ("reserved_session", rid)
-        if engine is None:
-            return ("probe_unavailable", None)
+            if rid is None or engine is None or self._fits(st, rid, engine, len(ids)):
+                return ("reserved_session", rid, True)
+            # the reserved working set outgrew the KV (contexts grow every turn): this session
+            # yields its reservation and competes like any other, instead of evicting the others
+            st.reserved, st.grace_until = False, None
+            self._idle.pop(st.id, None)
+            self._drop_claim(st)
+            self.counters["yielded_reservations"] += 1
+        if engine is None or rid is None:
+            return ("probe_unavailable", None, False)
         try:
             usage = float(engine.kv_cache_usage())
         except Exception:
             usage = math.nan
         if math.isnan(usage):
-            return ("kv_probe_unavailable", rid)
-        if self.config.count_pending:
-            usage = max(usage, self._pending_usage(rid, engine))
-        if usage < self.config.high_watermark:
-            return ("open", rid)
+            return ("kv_probe_unavailable", rid, False)
+        claimed = self._pending_usage(rid, engine) if self.config.count_pending else 0.0
+        now = time.monotonic()
+        if max(usage, claimed) < self.config.high_watermark:
+            # inside a pressure episode (the watermark was crossed within the grace window) an
+            # admission joins the reserved working set too, so a dip does not let it be evicted
+            return ("open", rid, self._pressure_until.get(rid, 0.0) > now)
+        self._pressure_until[rid] = now + self.config.idle_grace_sec
         try:
             ratio = engine.prefix_cache_probe(ids).ratio
         except Exception:
-            return ("prefix_probe_unavailable", rid)
-        if ratio >= self.config.hit_threshold:
-            return ("resident_prefix", rid)
+            return ("prefix_probe_unavailable", rid, True)
+        # a new reservation must fit beside the claims already made, or reserved sessions would
+        # evict each other's prefixes during their tool calls
+        if ratio >= self.config.hit_threshold and claimed + self._share(rid, len(ids)) <= 1.0:
+            return ("resident_prefix", rid, True)
         return None
 
-    def _admit(self, st: _Session, decision: tuple[str, str | None], tokens: int, waited: float) -> Lease:
-        reason, rid = decision
+    def _admit(self, st: _Session, decision: tuple[str, str | None, bool], tokens: int, waited: float) -> Lease:
+        reason, rid, reserve = decision
         self.admissions[reason] = self.admissions.get(reason, 0) + 1
-        if reason not in ("open", "kv_probe_unavailable", "probe_unavailable", "max_wait"):
-            st.reserved = True  # admitted under pressure: the session owns its KV until release + grace
+        if reserve:  # admitted under pressure: the session owns its KV until release + grace
+            st.reserved = True
         st.grace_until = None
         self._idle.pop(st.id, None)
+        self._drop_claim(st)
         st.active += 1
         if rid is not None:
-            self._pending[rid] = self._pending.get(rid, 0) + tokens
+            self._add_pending(rid, tokens)
         return Lease(self, st.id, reason, rid, tokens, waited)
 
     def _release(self, lease: Lease, failed: bool) -> None:
         if lease.replica_id is not None:
-            left = self._pending.get(lease.replica_id, 0) - lease.tokens
-            if left > 0:
-                self._pending[lease.replica_id] = left
-            else:
-                self._pending.pop(lease.replica_id, None)
+            self._add_pending(lease.replica_id, -lease.tokens)
         st = self._sessions.get(lease.session_id)
         if st is not None:
             st.active -= 1
@@ -296,6 +313,9 @@ class SessionScheduler:
                     st.grace_until = time.monotonic() + self.config.idle_grace_sec
                     self._idle[st.id] = st.grace_until
                     self._idle.move_to_end(st.id)
+                    if lease.replica_id is not None:  # its KV stays claimed through the window
+                        st.claim = (lease.replica_id, lease.tokens)
+                        self._add_pending(lease.replica_id, lease.tokens)
         self._wake()
 
     def _supersede(self, st: _Session, key: str, attempt: int) -> None:
@@ -322,6 +342,7 @@ class SessionScheduler:
             st = self._sessions.get(sid)
             if st is not None and st.active == 0 and st.grace_until == until:
                 st.reserved, st.grace_until = False, None
+                self._drop_claim(st)
                 self.counters["expired_reservations"] += 1
                 woke = True
         if woke:
@@ -341,16 +362,43 @@ class SessionScheduler:
         if over <= 0:
             return
         for sid in [sid for sid, st in self._sessions.items() if st.active == 0 and st.waiting == 0][:over]:
-            del self._sessions[sid]
+            self._drop_claim(self._sessions.pop(sid))
             self._idle.pop(sid, None)
 
-    def _pending_usage(self, rid: str, engine: Engine) -> float:
+    def _add_pending(self, rid: str, tokens: int) -> None:
+        left = self._pending.get(rid, 0) + tokens
+        if left > 0:
+            self._pending[rid] = left
+        else:
+            self._pending.pop(rid, None)
+
+    def _drop_claim(self, st: _Session) -> None:
+        if st.claim is not None:
+            self._add_pending(st.claim[0], -st.claim[1])
+            st.claim = None
+
+    def _fits(self, st: _Session, rid: str, engine: Engine, tokens: int) -> bool:
+        """Whether an idle reserved session's next prompt fits beside the other claims."""
+        if not self.config.count_pending or st.active > 0:
+            return True
+        own = st.claim[1] if st.claim is not None and st.claim[0] == rid else 0
+        budget = self._budget_of(rid, engine)
+        return not budget or (self._pending.get(rid, 0) - own + tokens) <= budget
+
+    def _share(self, rid: str, tokens: int) -> float:
+        budget = self._budget.get(rid)
+        return tokens / budget if budget and self.config.count_pending else 0.0
+
+    def _budget_of(self, rid: str, engine: Engine) -> int | None:
         if rid not in self._budget:
             try:
                 self._budget[rid] = int(engine.stats().kv_budget_tokens) or None
             except Exception:
                 self._budget[rid] = None
-        budget = self._budget[rid]
+        return self._budget[rid]
+
+    def _pending_usage(self, rid: str, engine: Engine) -> float:
+        budget = self._budget_of(rid, engine)
         return self._pending.get(rid, 0) / budget if budget else 0.0
 
     def _wake(self) -> None:
