@@ -57,7 +57,9 @@ async def test_close_session_mid_call(proxy):
             return r.status
 
     task = asyncio.create_task(call())
-    while not proxy.sessions[s.id].inflight:
+    for _ in range(3000):
+        if proxy.sessions[s.id].inflight:
+            break
         await asyncio.sleep(0.01)
     rec = await proxy.close_session(s.id)
     assert await asyncio.wait_for(task, 30) == 404
