@@ -253,3 +253,38 @@ async def test_success_path_metrics():
     await asyncio.gather(*(mgr.generate(greq(f"s{i}")) for i in range(5)))
     m = mgr.metrics()
     assert m["sched/admit/open"] == 5 and m["sched/queue_len"] == 0 and "pool/r0/prefix_hit_rate" in m
+
+
+# -- claims: the reserved working set stays within the KV budget -----------------------------------
+async def test_pressure_episode_makes_open_admissions_reserve():
+    eng = ProbeEngine(usage=0.95, ratio=0.9)
+    s = sched(eng)
+    (await s.acquire("a", IDS)).release()  # seen above the watermark: an episode starts
+    s.finish_session("a")
+    eng.usage = 0.5  # a dip
+    lease = await s.acquire("b", IDS)
+    assert lease.reason == "open" and s.reserved("b")
+
+
+async def test_idle_reservation_claims_kv_against_newcomers():
+    eng = ProbeEngine(usage=0.9, budget=70, ratio=0.9)
+    s = sched(eng)
+    (await s.acquire("a", IDS)).release()  # resident, reserved: its 64 tokens stay claimed
+    eng.usage = 0.3  # the engine sees free KV, but "a" will need 64/70 of it after its tool call
+    task = await pending(s.acquire("b", IDS[:30]))  # resident too, but cannot reserve beside "a"
+    s.finish_session("a")
+    assert (await asyncio.wait_for(task, 1)).reason == "open"
+
+
+async def test_reserved_session_that_outgrew_the_kv_yields():
+    eng = ProbeEngine(usage=0.95, ratio=0.9, budget=200)
+    s = sched(eng)
+    (await s.acquire("a", IDS)).release()
+    (await s.acquire("b", IDS)).release()  # 128 of 200 tokens claimed
+    eng.ratio = 0.0
+    grown = IDS + list(range(100, 180))  # a's next turn: 144 tokens, 64 + 144 > 200
+    task = await pending(s.acquire("a", grown))
+    assert s.metrics()["sched/yielded_reservations"] == 1 and not s.reserved("a") and s.reserved("b")
+    s.finish_session("b")
+    eng.usage = 0.2
+    assert (await asyncio.wait_for(task, 1)).reason == "open"

@@ -8,19 +8,26 @@ prefix that is still resident on their replica) go ahead, and the rest wait for 
 
 Decision per `acquire(session_id, prompt_ids)`, in order (the reason is recorded per admission):
 
-- the session owns a reservation (in flight, or in its idle grace window) -> `reserved_session`
-  (no probing at all);
+- the session owns a reservation (in flight, or in its idle grace window) that still fits the KV
+  -> `reserved_session` (no probing at all);
+- the KV-usage probe fails -> `kv_probe_unavailable`;
 - KV usage of the target replica below `high_watermark` -> `open`;
 - the prefix probe fails -> `prefix_probe_unavailable` (never a hang on a missing probe);
-  (a failing KV-usage probe likewise admits, as `kv_probe_unavailable`);
-- resident prefix hit ratio >= `hit_threshold` -> `resident_prefix`;
+- resident prefix hit ratio >= `hit_threshold`, and the reservation fits -> `resident_prefix`;
 - otherwise wait `wait_poll_sec` or until another lease is released, then decide again.
 
 Ownership windows: an admission under pressure reserves the session for its in-flight request;
 `release()` turns the reservation into an idle grace window of `idle_grace_sec`, so the session's
 next turn (after its tool call) is admitted without probing. `finish_session()` or expiry ends it
 (expired windows are purged lazily, waking waiters). A lease released by a failed or cancelled call
-drops its reservation at once.
+drops its reservation at once. "Under pressure" is an episode: once a replica was seen above the
+watermark, admissions on it reserve for `idle_grace_sec` even when a dip admits them as `open`.
+
+Claims (`count_pending`): the usage compared is max(engine usage, claimed / KV budget), claimed being
+the prompt tokens of admitted leases (work the engine has not started: no wake-up herd) and of idle
+reservations (the KV their next turn needs: newcomers must not evict it). A reservation is granted
+only beside the other claims; a reserved session whose grown prompt no longer fits yields it and
+competes like any other, so reserved sessions do not evict each other.
 
 Attempt preemption: when a newer attempt of the same session (same `attempt_key`, by default the
 session itself) arrives while an older one waits, the older one is aborted at its next checkpoint
