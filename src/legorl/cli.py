@@ -23,7 +23,14 @@ def _register_optional() -> None:
     """Attach sub-command groups whose layers exist (each layer owns its own `cli.py`)."""
     import importlib
 
-    for module in ["legorl.tasks.cli", "legorl.proxy.cli", "legorl.workers.cli", "legorl.train.cli", "legorl.ops.cli"]:
+    for module in [
+        "legorl.tasks.cli",
+        "legorl.proxy.cli",
+        "legorl.workers.cli",
+        "legorl.agents.cli",
+        "legorl.train.cli",
+        "legorl.ops.cli",
+    ]:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

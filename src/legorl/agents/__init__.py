@@ -6,3 +6,7 @@ from legorl.agents.base import register_scaffold
 register_scaffold("builtin", "legorl.agents.builtin:BuiltinScaffold")
 register_scaffold("oracle", "legorl.agents.harbor_like:OracleScaffold")
 register_scaffold("nop", "legorl.agents.harbor_like:NopScaffold")
+register_scaffold("mini-swe-agent", "legorl.agents.mini_swe:MiniSweAgent")
+register_scaffold("claude-code", "legorl.agents.claude_code:ClaudeCode")
+register_scaffold("opencode", "legorl.agents.opencode:OpenCode")
+register_scaffold("openhands", "legorl.agents.openhands:OpenHands")
