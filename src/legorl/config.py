@@ -34,6 +34,7 @@ class RunSection(_Section):
     name: str = "run"
     output_dir: str = "runs"
     seed: int = 0
+    metrics_sinks: list[str] = Field(default_factory=list)  # tensorboard / wandb / mlflow, beside the log files
 
 
 class ModelSection(_Section):

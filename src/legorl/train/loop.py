@@ -97,7 +97,8 @@ class SyncLoop:
             if self.trainer.weight_sync is not None:
                 await self.trainer.weight_sync.push(actor.full_state_dict(), state.weight_version)
             self.start_step = state.step + 1
-            self.logger = MetricsLogger(self.paths.logs, self.cfg.run.name, resume_step=state.step)
+            self.logger = MetricsLogger(self.paths.logs, self.cfg.run.name, resume_step=state.step,
+                                        sinks=self._sinks())
             self.on_line(f"resumed from {ckpt} (step {state.step}, weight version {state.weight_version})")
             return
         if ckpt is not None and not overwrite and not resume:
@@ -108,7 +109,16 @@ class SyncLoop:
         if overwrite:
             shutil.rmtree(self.paths.checkpoints, ignore_errors=True)
         seed_everything(self.cfg.run.seed)
-        self.logger = MetricsLogger(self.paths.logs, self.cfg.run.name)
+        self.logger = MetricsLogger(self.paths.logs, self.cfg.run.name, sinks=self._sinks())
+
+    def _sinks(self) -> list | None:
+        """Config-named sinks; None falls back to $LEGORL_METRICS_SINKS."""
+        if not self.cfg.run.metrics_sinks:
+            return None
+        from legorl.ops.sinks import make_sinks
+
+        return make_sinks(self.cfg.run.metrics_sinks, self.paths.logs, self.cfg.run.name,
+                          config=self.cfg.model_dump(mode="json"))
 
     def _specs(self, tasks: list[Task], n: int, step: int, tag: str) -> list[TrialSpec]:
         return [
@@ -166,4 +176,5 @@ class SyncLoop:
                 version = self.trainer.weight_sync.version if self.trainer.weight_sync else step
                 save_checkpoint(self.paths.checkpoints, TrainerState(step, self.sampler.state_dict(), version),
                                 actor.full_state_dict(), actor.optimizer, actor.scheduler)
+        self.logger.close()
         return history
