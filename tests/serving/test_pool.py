@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -60,4 +62,40 @@ async def test_manager_satisfies_protocol_and_weight_sync_follows_membership(tin
         assert {o.weight_version for o in outs} == {2}
         assert sorted(r.requests for r in pool.all()) == [1, 1]
     finally:
+        await mgr.close()
+
+
+async def test_proxy_runs_unchanged_over_the_pool(tiny_llama_dir):
+    import openai
+
+    from legorl.models.chat import load_tokenizer
+    from legorl.proxy import ProxyServer
+    from legorl.serving.pool_manager import create_pool
+    from legorl.serving.scheduler import SchedulerConfig
+
+    pool = await create_pool(tiny_llama_dir, 2, engine_kwargs={"kv_budget_tokens": 4096, "num_threads": 1})
+    mgr = PoolManager(pool, scheduler=SchedulerConfig(wait_poll_sec=0.05))
+    proxy = ProxyServer(mgr, load_tokenizer(tiny_llama_dir))
+    await proxy.start()
+    try:
+        sessions = [proxy.open_session() for _ in range(4)]
+
+        async def chat(s) -> None:
+            c = openai.AsyncOpenAI(base_url=s.openai_base_url, api_key="unused", max_retries=0)
+            msgs = [{"role": "user", "content": f"task {s.id[:4]}"}]
+            for turn in range(2):
+                r = await c.chat.completions.create(model="p", messages=msgs, max_tokens=3, temperature=0)
+                msgs += [{"role": "assistant", "content": r.choices[0].message.content or ""},
+                         {"role": "user", "content": f"tool output {turn}"}]
+
+        await asyncio.gather(*(chat(s) for s in sessions))
+        pins = {mgr.balancer.replica_of(s.id) for s in sessions}
+        assert pins == {"r0", "r1"}
+        for s in sessions:
+            rec = await proxy.close_session(s.id)
+            assert rec.counters.calls == 2 and rec.counters.cached_prompt_tokens > 0
+        m = mgr.metrics()
+        assert m["balancer/pinned_sessions"] == 0 and m["balancer/sticky_hits"] == 4 and m["sched/admit/open"] == 8
+    finally:
+        await proxy.close()
         await mgr.close()

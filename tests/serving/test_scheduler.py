@@ -13,7 +13,7 @@ import pytest
 
 from legorl.serving.pool import ReplicaPool
 from legorl.serving.pool_manager import PoolManager
-from legorl.serving.scheduler import AttemptPreempted, SchedulerConfig, SessionScheduler
+from legorl.serving.scheduler import AdmissionAborted, AttemptPreempted, SchedulerConfig, SessionScheduler
 from legorl.serving.types import GenerateRequest, PrefixProbe, SamplingParams, TokenOutput
 
 FAST = SchedulerConfig(wait_poll_sec=0.02, idle_grace_sec=5.0)
@@ -184,6 +184,21 @@ async def test_pending_leases_count_towards_the_watermark():
     task = await pending(s.acquire("c", IDS))  # 0.94 counted: waits
     first.release()
     assert (await asyncio.wait_for(task, 1)).reason == "open"
+
+
+async def test_a_parallel_branch_of_the_session_is_not_a_retry():
+    eng = ProbeEngine(usage=0.95, ratio=0.0)
+    s = sched(eng, wait_poll_sec=30)
+    main = await pending(s.acquire("a", IDS))
+    sub = await pending(s.acquire("a", [3] * 64), 0.01)  # a sub-agent: different history
+    retry = await pending(s.acquire("a", [*IDS, 9, 9]), 0.05)  # the main call again, history intact
+    with pytest.raises(AttemptPreempted):
+        await asyncio.wait_for(main, 1)
+    assert not sub.done() and not retry.done() and s.session_info("a")["num_preempted"] == 1
+    s.finish_session("a")
+    for t in (sub, retry):
+        with pytest.raises(AdmissionAborted):
+            await asyncio.wait_for(t, 1)
 
 
 def test_production_poll_floor():

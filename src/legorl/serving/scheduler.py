@@ -29,9 +29,11 @@ reservations (the KV their next turn needs: newcomers must not evict it). A rese
 only beside the other claims; a reserved session whose grown prompt no longer fits yields it and
 competes like any other, so reserved sessions do not evict each other.
 
-Attempt preemption: when a newer attempt of the same session (same `attempt_key`, by default the
-session itself) arrives while an older one waits, the older one is aborted at its next checkpoint
-(it is woken at once) with `AttemptPreempted`, counted in the session's `num_preempted`.
+Attempt preemption: when a newer attempt of the same call arrives while an older one waits, the
+older one is aborted at its next checkpoint (it is woken at once) with `AttemptPreempted`, counted
+in the session's `num_preempted`. Same call = same explicit `attempt_key`, or, without keys, a new
+prompt of the same session that repeats at least `attempt_overlap` of the waiting one (a retry
+resends its history; a parallel sub-agent branch of the session differs early and keeps waiting).
 
 Probes are `Engine.kv_cache_usage()` (every decision) and `Engine.prefix_cache_probe(ids)` (only
 above the watermark); both are read-only lookups that never queue work or touch the LRU.
@@ -62,6 +64,7 @@ class SchedulerConfig:
     idle_grace_sec: float = 60.0
     max_wait_sec: float | None = None  # None: wait until admitted; else admit as "max_wait" after it
     preempt_superseded: bool = True
+    attempt_overlap: float = 0.9  # shared prefix / waiting prompt length that makes a call a retry
     # add the prompt tokens of admitted leases and of idle reservations to the KV-usage probe: guards
     # a wake-up herd (admitted work the engine has not started yet) and keeps the KV that reserved
     # sessions will need on their next turn from being handed to newcomers
@@ -99,7 +102,23 @@ class _Waiter:
     key: str
     attempt: int
     request_id: str | None
+    prompt: list[int] = field(default_factory=list)
+    explicit: bool = False
     aborted: str | None = None
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 class Lease:
@@ -160,7 +179,7 @@ class SessionScheduler:
         attempt = st.attempts.get(key, 0) + 1
         st.attempts[key] = attempt
         if self.config.preempt_superseded:
-            self._supersede(st, key, attempt)
+            self._supersede(st, key, attempt, prompt_ids, attempt_key is not None)
         t0 = time.monotonic()
         me: _Waiter | None = None
         try:
@@ -178,7 +197,7 @@ class SessionScheduler:
                 if decision is not None:
                     return self._admit(st, decision, len(prompt_ids), waited if me else 0.0)
                 if me is None:
-                    me = _Waiter(session_id, key, attempt, request_id)
+                    me = _Waiter(session_id, key, attempt, request_id, prompt_ids, attempt_key is not None)
                     self._waiters.append(me)
                     st.waiting += 1
                     self.counters["queue_len_max"] = max(self.counters["queue_len_max"], len(self._waiters))
@@ -325,9 +344,15 @@ class SessionScheduler:
                         self._add_pending(lease.replica_id, lease.tokens)
         self._wake()
 
-    def _supersede(self, st: _Session, key: str, attempt: int) -> None:
+    def _supersede(self, st: _Session, key: str, attempt: int, ids: list[int], explicit: bool) -> None:
         for w in self._waiters:
-            if w.session_id == st.id and w.key == key and w.attempt < attempt and not w.aborted:
+            if w.session_id != st.id or w.aborted:
+                continue
+            if explicit or w.explicit:
+                same = w.key == key and w.attempt < attempt
+            else:
+                same = _common_prefix(w.prompt, ids) >= self.config.attempt_overlap * len(w.prompt)
+            if same:
                 w.aborted = "preempted"
                 st.num_preempted += 1
                 self.counters["preempted"] += 1
