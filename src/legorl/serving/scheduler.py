@@ -45,106 +45,21 @@ import asyncio
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 
-from legorl.serving.types import Engine, EngineError
+from legorl.serving.admission import (
+    MIN_POLL_SEC,
+    AdmissionAborted,
+    AttemptPreempted,
+    Lease,
+    SchedulerConfig,
+    SessionState,
+    TargetFn,
+    Waiter,
+    common_prefix,
+)
+from legorl.serving.types import Engine
 
-MIN_POLL_SEC = 5.0  # production floor for wait_poll_sec (see SchedulerConfig.floored)
-
-# (replica id, engine) the session would be routed to now; supplied by the pool manager
-TargetFn = Callable[[str], tuple[str, Engine]]
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    high_watermark: float = 0.85
-    hit_threshold: float = 0.80
-    wait_poll_sec: float = MIN_POLL_SEC
-    idle_grace_sec: float = 60.0
-    max_wait_sec: float | None = None  # None: wait until admitted; else admit as "max_wait" after it
-    preempt_superseded: bool = True
-    attempt_overlap: float = 0.9  # shared prefix / waiting prompt length that makes a call a retry
-    # add the prompt tokens of admitted leases and of idle reservations to the KV-usage probe: guards
-    # a wake-up herd (admitted work the engine has not started yet) and keeps the KV that reserved
-    # sessions will need on their next turn from being handed to newcomers
-    count_pending: bool = True
-    max_sessions: int = 100_000  # bound on per-session state (idle sessions evicted LRU)
-
-    def floored(self) -> SchedulerConfig:
-        """The production form: polling no faster than every `MIN_POLL_SEC` (tests may go lower)."""
-        return replace(self, wait_poll_sec=max(self.wait_poll_sec, MIN_POLL_SEC))
-
-
-class AdmissionAborted(EngineError):
-    """The waiting call was aborted before admission (request aborted or session finished)."""
-
-
-class AttemptPreempted(AdmissionAborted):
-    """A newer attempt of the same session superseded this waiting one."""
-
-
-@dataclass
-class _Session:
-    id: str
-    active: int = 0
-    reserved: bool = False
-    grace_until: float | None = None
-    attempts: dict[str, int] = field(default_factory=dict)
-    claim: tuple[str, int] | None = None  # (replica id, tokens) held by an idle reservation
-    num_preempted: int = 0
-    waiting: int = 0
-
-
-@dataclass
-class _Waiter:
-    session_id: str
-    key: str
-    attempt: int
-    request_id: str | None
-    prompt: list[int] = field(default_factory=list)
-    explicit: bool = False
-    aborted: str | None = None
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-class Lease:
-    """An admitted call. Release it exactly once (idempotent); `async with` does it for you."""
-
-    def __init__(self, sched: SessionScheduler, session_id: str, reason: str, replica_id: str | None,
-                 tokens: int, waited_s: float):
-        self._sched = sched
-        self.session_id = session_id
-        self.reason = reason
-        self.replica_id = replica_id
-        self.tokens = tokens
-        self.waited_s = waited_s
-        self.released = False
-
-    def release(self, failed: bool = False) -> None:
-        if not self.released:
-            self.released = True
-            self._sched._release(self, failed)
-
-    async def __aenter__(self) -> Lease:
-        return self
-
-    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.release(failed=exc_type is not None)
-
+__all__ = ["MIN_POLL_SEC", "AdmissionAborted", "AttemptPreempted", "Lease", "SchedulerConfig", "SessionScheduler"]
 
 class SessionScheduler:
     def __init__(self, target: TargetFn, config: SchedulerConfig | None = None):
@@ -154,9 +69,9 @@ class SessionScheduler:
             raise ValueError("high_watermark must be in (0, 1] and hit_threshold in [0, 1]")
         if self.config.wait_poll_sec <= 0:
             raise ValueError("wait_poll_sec must be > 0")
-        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._sessions: OrderedDict[str, SessionState] = OrderedDict()
         self._idle: OrderedDict[str, float] = OrderedDict()  # idle reservations in expiry order
-        self._waiters: list[_Waiter] = []
+        self._waiters: list[Waiter] = []
         self._changed = asyncio.Event()
         self._pending: dict[str, int] = {}  # replica id -> prompt tokens of active leases
         self._budget: dict[str, int | None] = {}
@@ -181,7 +96,7 @@ class SessionScheduler:
         if self.config.preempt_superseded:
             self._supersede(st, key, attempt, prompt_ids, attempt_key is not None)
         t0 = time.monotonic()
-        me: _Waiter | None = None
+        me: Waiter | None = None
         try:
             while True:
                 self._purge()
@@ -197,7 +112,7 @@ class SessionScheduler:
                 if decision is not None:
                     return self._admit(st, decision, len(prompt_ids), waited if me else 0.0)
                 if me is None:
-                    me = _Waiter(session_id, key, attempt, request_id, prompt_ids, attempt_key is not None)
+                    me = Waiter(session_id, key, attempt, request_id, prompt_ids, attempt_key is not None)
                     self._waiters.append(me)
                     st.waiting += 1
                     self.counters["queue_len_max"] = max(self.counters["queue_len_max"], len(self._waiters))
@@ -273,7 +188,7 @@ class SessionScheduler:
         return out
 
     # -- decisions --------------------------------------------------------------------------------
-    def _decide(self, st: _Session, ids: list[int]) -> tuple[str, str | None, bool] | None:
+    def _decide(self, st: SessionState, ids: list[int]) -> tuple[str, str | None, bool] | None:
         """(reason, replica id, reserve?) or None to wait; see the module docstring."""
         try:
             rid, engine = self.target(st.id)
@@ -313,7 +228,7 @@ class SessionScheduler:
             return ("resident_prefix", rid, True)
         return None
 
-    def _admit(self, st: _Session, decision: tuple[str, str | None, bool], tokens: int, waited: float) -> Lease:
+    def _admit(self, st: SessionState, decision: tuple[str, str | None, bool], tokens: int, waited: float) -> Lease:
         reason, rid, reserve = decision
         self.admissions[reason] = self.admissions.get(reason, 0) + 1
         if reserve:  # admitted under pressure: the session owns its KV until release + grace
@@ -344,14 +259,14 @@ class SessionScheduler:
                         self._add_pending(lease.replica_id, lease.tokens)
         self._wake()
 
-    def _supersede(self, st: _Session, key: str, attempt: int, ids: list[int], explicit: bool) -> None:
+    def _supersede(self, st: SessionState, key: str, attempt: int, ids: list[int], explicit: bool) -> None:
         for w in self._waiters:
             if w.session_id != st.id or w.aborted:
                 continue
             if explicit or w.explicit:
                 same = w.key == key and w.attempt < attempt
             else:
-                same = _common_prefix(w.prompt, ids) >= self.config.attempt_overlap * len(w.prompt)
+                same = common_prefix(w.prompt, ids) >= self.config.attempt_overlap * len(w.prompt)
             if same:
                 w.aborted = "preempted"
                 st.num_preempted += 1
@@ -359,7 +274,7 @@ class SessionScheduler:
         self._wake()
 
     # -- state ------------------------------------------------------------------------------------
-    def _owns(self, st: _Session) -> bool:
+    def _owns(self, st: SessionState) -> bool:
         if not st.reserved:
             return False
         return st.active > 0 or (st.grace_until is not None and st.grace_until > time.monotonic())
@@ -380,10 +295,10 @@ class SessionScheduler:
         if woke:
             self._wake()
 
-    def _session(self, session_id: str) -> _Session:
+    def _session(self, session_id: str) -> SessionState:
         st = self._sessions.get(session_id)
         if st is None:
-            st = self._sessions[session_id] = _Session(session_id)
+            st = self._sessions[session_id] = SessionState(session_id)
             self._evict()
         else:
             self._sessions.move_to_end(session_id)
@@ -404,12 +319,12 @@ class SessionScheduler:
         else:
             self._pending.pop(rid, None)
 
-    def _drop_claim(self, st: _Session) -> None:
+    def _drop_claim(self, st: SessionState) -> None:
         if st.claim is not None:
             self._add_pending(st.claim[0], -st.claim[1])
             st.claim = None
 
-    def _fits(self, st: _Session, rid: str, engine: Engine, tokens: int) -> bool:
+    def _fits(self, st: SessionState, rid: str, engine: Engine, tokens: int) -> bool:
         """Whether an idle reserved session's next prompt fits beside the other claims."""
         if not self.config.count_pending or st.active > 0:
             return True
