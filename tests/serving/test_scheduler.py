@@ -303,3 +303,10 @@ async def test_reserved_session_that_outgrew_the_kv_yields():
     s.finish_session("b")
     eng.usage = 0.2
     assert (await asyncio.wait_for(task, 1)).reason == "open"
+
+
+async def test_session_less_calls_leave_no_reservation():
+    eng = ProbeEngine(usage=0.95, ratio=0.9, budget=10_000)
+    mgr = manager(eng)
+    await mgr.generate(GenerateRequest(IDS, SamplingParams(max_tokens=1)))
+    assert mgr.scheduler.metrics()["sched/reservations"] == 0 and mgr.scheduler._pending == {}

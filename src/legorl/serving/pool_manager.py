@@ -67,11 +67,10 @@ class PoolManager:
 
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         lease = None
+        gate_id = request.session_id or f"call:{request.request_id}"  # a session-less call is its own session
         if self.scheduler is not None:
             try:
-                lease = await self.scheduler.acquire(
-                    request.session_id or request.request_id, request.prompt_ids, request_id=request.request_id
-                )
+                lease = await self.scheduler.acquire(gate_id, request.prompt_ids, request_id=request.request_id)
             except AdmissionAborted:
                 self.counters["aborted_before_admission"] += 1
                 return TokenOutput(request.request_id, len(request.prompt_ids), [], [], "abort", self.weight_version)
@@ -83,6 +82,8 @@ class PoolManager:
         finally:
             if lease is not None:
                 lease.release(failed=not ok)
+                if request.session_id is None and self.scheduler is not None:
+                    self.scheduler.finish_session(gate_id)  # no next turn to keep KV for
 
     async def prompt_logprobs(
         self, token_ids: list[int], session_id: str | None = None, temperature: float = 1.0
