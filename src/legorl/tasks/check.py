@@ -48,7 +48,10 @@ async def _trial(task: Task, oracle: bool, backend: str) -> float:
             if not res.ok:
                 tail = (res.stdout + res.stderr).strip()[-300:]
                 raise RuntimeError(f"solution/solve.sh exited {res.exit_code}: {tail}")
-        return float((await verify(sb, task)).reward)
+        result = await verify(sb, task)
+        if result.reward is None:
+            raise RuntimeError(f"verifier_error: {result.reason}")
+        return float(result.reward)
     finally:
         await sb.stop()
 
