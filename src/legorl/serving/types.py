@@ -96,6 +96,15 @@ class TokenOutput:
     queue_time_s: float = 0.0
     prefill_time_s: float = 0.0
     decode_time_s: float = 0.0
+    # partial rollout: a generation resumed across a weight sync carries one version per token
+    # (`weight_version` is then the newest); None means every token has `weight_version`
+    token_weight_versions: list[int] | None = None
+
+    def versions(self) -> list[int]:
+        """The weight version each generated token was sampled under."""
+        if self.token_weight_versions is not None:
+            return list(self.token_weight_versions)
+        return [self.weight_version] * len(self.token_ids)
 
 
 @dataclass(frozen=True)
