@@ -310,3 +310,10 @@ async def test_session_less_calls_leave_no_reservation():
     mgr = manager(eng)
     await mgr.generate(GenerateRequest(IDS, SamplingParams(max_tokens=1)))
     assert mgr.scheduler.metrics()["sched/reservations"] == 0 and mgr.scheduler._pending == {}
+
+
+async def test_max_wait_admits_after_the_bound():
+    eng = ProbeEngine(usage=0.99, ratio=0.0)
+    s = sched(eng, max_wait_sec=0.1, wait_poll_sec=30)
+    lease = await asyncio.wait_for(s.acquire("a", IDS), 1)
+    assert lease.reason == "max_wait" and lease.waited_s >= 0.1
