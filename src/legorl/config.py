@@ -68,8 +68,12 @@ class RolloutSection(_Section):
     concurrency: int = Field(8, ge=1)
     agent_timeout_sec: float | None = None  # None: the task's own
     train_mode: Literal["sync", "async"] = "sync"
-    staleness_threshold: int = Field(0, ge=0)
-    partial_rollout: bool = False
+    staleness_threshold: int = Field(0, ge=0)  # async: weight versions a trained rollout may lag the actor
+    partial_rollout: bool | None = None  # None: on in async mode (resume aborted generations after a sync)
+
+    @property
+    def partial_enabled(self) -> bool:
+        return self.train_mode == "async" if self.partial_rollout is None else self.partial_rollout
 
 
 class AlgorithmSection(_Section):
@@ -106,6 +110,7 @@ class TrainerSection(_Section):
     val_n: int = Field(1, ge=1)  # attempts per held-out task at validation
     val_temperature: float | None = Field(None, ge=0.0)  # None: the rollout temperature
     max_logprob_abs_diff: float | None = Field(None, gt=0.0)  # refuse a batch past this rollout/trainer gap
+    trigger_parameter_sync_step: int = Field(1, ge=1)  # async: trainer updates between two weight syncs
 
 
 class RunConfig(_Section):
@@ -129,6 +134,14 @@ class RunConfig(_Section):
             problems.append("rollout.partial_rollout=true needs rollout.train_mode='async'")
         if r.train_mode == "sync" and r.staleness_threshold:
             problems.append("rollout.staleness_threshold only applies to rollout.train_mode='async'")
+        k = self.trainer.trigger_parameter_sync_step
+        if r.train_mode == "sync" and k != 1:
+            problems.append("trainer.trigger_parameter_sync_step only applies to rollout.train_mode='async'")
+        if r.train_mode == "async" and r.staleness_threshold < k - 1:
+            problems.append(
+                f"trainer.trigger_parameter_sync_step={k} trains up to {k - 1} updates on one weight version: "
+                f"rollout.staleness_threshold must be >= {k - 1} (got {r.staleness_threshold})"
+            )
         if a.policy_loss_mode == "gspo" and max(a.clip_ratio_low, a.clip_ratio_high) > 0.01:
             problems.append(
                 "algorithm.policy_loss_mode='gspo' clips the length-normalized sequence ratio: use clip ratios "

@@ -200,6 +200,7 @@ class Capture:
         if out.routed_experts is not None:
             b.add_routing(start - 1, out.routed_experts[: len(kept)])
         b.append(kept, 1, list(out.logprobs[: len(kept)]), out.weight_version)
+        b.versions[len(b.versions) - len(kept):] = out.versions()[: len(kept)]  # partial rollout: per token
         b.checkpoints.update(plan.checkpoints)
         reply = Message("assistant", parsed.content, parsed.tool_calls)
         b.messages = [*plan.messages, reply]

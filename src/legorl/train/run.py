@@ -88,9 +88,16 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
             critic = Critic(str(runtime.model_dir), cfg.trainer.critic_lr, cfg.trainer.max_grad_norm,
                             cfg.trainer.micro_batch_size)
         pad = runtime.tokenizer.pad_token_id or 0  # type: ignore[attr-defined]
-        step_trainer = StepTrainer(cfg, actor, WeightSync(runtime.engines), critic, pad_id=pad)
-        loop = SyncLoop(cfg, train_tasks, val_tasks, WorkerRunner(cfg, runtime, paths), step_trainer, paths,
-                        on_line=on_line, progress=PhaseProgress(enabled=progress))
+        loop: SyncLoop
+        if cfg.rollout.train_mode == "async":
+            from legorl.train.async_run import make_async_loop
+
+            loop = make_async_loop(cfg, runtime, actor, critic, pad, train_tasks, val_tasks,
+                                   WorkerRunner(cfg, runtime, paths), paths, on_line=on_line)
+        else:
+            step_trainer = StepTrainer(cfg, actor, WeightSync(runtime.engines), critic, pad_id=pad)
+            loop = SyncLoop(cfg, train_tasks, val_tasks, WorkerRunner(cfg, runtime, paths), step_trainer, paths,
+                            on_line=on_line, progress=PhaseProgress(enabled=progress))
         await loop.prepare(resume=resume, overwrite=overwrite)
         return await loop.run()
     finally:
