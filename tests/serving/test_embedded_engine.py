@@ -11,7 +11,13 @@ from transformers import AutoModelForCausalLM
 from legorl.models import ModelNotFoundError
 from legorl.models.chat import chat_ids, load_tokenizer
 from legorl.serving.embedded import EmbeddedEngine
-from legorl.serving.types import ContextLengthError, GenerateRequest, InvalidRequestError, SamplingParams
+from legorl.serving.types import (
+    ContextLengthError,
+    EngineClosedError,
+    GenerateRequest,
+    InvalidRequestError,
+    SamplingParams,
+)
 
 
 def hf_model(path):
@@ -204,3 +210,16 @@ async def test_bad_input_raises_clear_errors(engine, tiny_llama_dir):
     # the engine still serves after bad input
     out = await engine.generate(GenerateRequest([1, 2, 3], SamplingParams(max_tokens=2)))
     assert len(out.token_ids) >= 1
+
+
+async def test_calls_racing_with_close_fail_fast(tiny_llama_dir):
+    eng = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=1024)
+    await eng.start()
+    req = GenerateRequest([1, 2, 3], SamplingParams(max_tokens=4))
+    closing = asyncio.create_task(eng.close())
+    racing = asyncio.create_task(eng.generate(req))
+    await closing
+    with pytest.raises(EngineClosedError):
+        await asyncio.wait_for(racing, 10)
+    with pytest.raises(EngineClosedError):
+        await eng.generate(req)

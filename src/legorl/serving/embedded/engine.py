@@ -183,10 +183,15 @@ class EmbeddedEngine:
     async def close(self) -> None:
         if self._closed:
             return
-        if self._thread is not None:
-            await self._call("close")
-            await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+        # closed first: every later call fails fast; calls queued before the close command are failed
+        # by the engine thread on its way out, so no caller is left waiting
         self._closed = True
+        if self._thread is not None:
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
+            self._submit(("close", (loop, fut)))
+            await fut
+            await loop.run_in_executor(None, self._thread.join)
         self.recorder.remove()
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -250,6 +255,7 @@ class EmbeddedEngine:
         while True:
             try:
                 if not self._drain():
+                    self._reject_pending()
                     return
                 busy = self._step()
             except Exception as exc:  # a bug must fail the affected requests, never hang them
@@ -289,6 +295,19 @@ class EmbeddedEngine:
                 self._fail_all(EngineClosedError("engine closed"))
                 self._resolve(args[0], None)
                 return False
+
+    def _reject_pending(self) -> None:
+        """Fail whatever was queued behind the close command (a call racing with close never hangs)."""
+        exc = EngineClosedError("engine closed")
+        while True:
+            try:
+                kind, *args = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "submit":
+                self._resolve((args[0].loop, args[0].future), exc)
+            elif args and isinstance(args[-1], tuple):
+                self._resolve(args[-1], exc)
 
     def _abort(self, request_id: str) -> TokenOutput | None:
         for seq in itertools.chain(self._running, self._waiting):
