@@ -74,10 +74,14 @@ class ToolSpec:
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
 
+    @cached_property
+    def json(self) -> str:
+        """The OpenAI-style JSON of this tool, serialized once per request (tool lists can be large)."""
+        return json.dumps(self.to_openai(), ensure_ascii=False)
+
 
 def tools_fingerprint(tools: list[ToolSpec]) -> str:
-    blob = json.dumps([t.to_openai() for t in tools], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha1(blob.encode()).hexdigest()
+    return hashlib.sha1("\n".join(t.json for t in tools).encode()).hexdigest() if tools else ""
 
 
 ToolChoice = Literal["auto", "none", "required"] | str  # a str other than the three = one named function

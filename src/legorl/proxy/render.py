@@ -17,7 +17,7 @@ from typing import Any
 
 from legorl.models.chat import encode_text, stop_token_ids, supports_tools
 from legorl.proxy.errors import ProxyError
-from legorl.proxy.messages import Message, ToolCall, ToolSpec
+from legorl.proxy.messages import Message, ToolCall, ToolSpec, tools_fingerprint
 from legorl.proxy.parsers import ToolParser
 
 
@@ -31,6 +31,7 @@ class ChatRenderer:
         added = tokenizer.added_tokens_decoder  # id -> AddedToken
         self.special_ids = {i for i, t in added.items() if t.special} | set(tokenizer.all_special_ids)
         self.special_texts = tuple(sorted({added[i].content for i in added if i in self.special_ids}, key=len))
+        self._prompts: dict[str, str] = {}
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
         self._compiled = _compiled_template(tokenizer)
         self._template_kwargs = dict(getattr(tokenizer, "special_tokens_map", {}) or {})
@@ -59,12 +60,22 @@ class ChatRenderer:
         for d in out:
             d.pop("_tool", None)
         if tools:
-            prompt = self.parser.system_prompt(tools)
+            prompt = self._tools_prompt(tools)
             if out and out[0]["role"] == "system":
                 out[0]["content"] = f"{out[0]['content']}\n\n{prompt}" if out[0]["content"] else prompt
             else:
                 out.insert(0, {"role": "system", "content": prompt})
         return out, None
+
+    def _tools_prompt(self, tools: list[ToolSpec]) -> str:
+        """The parser's tool instructions, memoized per tool list (scaffolds resend the same list)."""
+        fp = tools_fingerprint(tools)
+        prompt = self._prompts.get(fp)
+        if prompt is None:
+            if len(self._prompts) > 64:
+                self._prompts.clear()
+            prompt = self._prompts[fp] = self.parser.system_prompt(tools)
+        return prompt
 
     @staticmethod
     def _native(m: Message) -> dict[str, Any]:

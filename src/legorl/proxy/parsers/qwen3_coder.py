@@ -75,7 +75,7 @@ class Qwen3CoderParser(ToolParser):
         return "\n".join(blocks)
 
     def system_prompt(self, tools: list[ToolSpec]) -> str:
-        listing = "\n".join(json.dumps(t.to_openai(), ensure_ascii=False) for t in tools)
+        listing = "\n".join(t.json for t in tools)
         return (
             "# Tools\n\n"
             "You can call the functions described below. Their JSON signatures are listed inside "
