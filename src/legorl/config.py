@@ -76,6 +76,35 @@ class RolloutSection(_Section):
         return self.train_mode == "async" if self.partial_rollout is None else self.partial_rollout
 
 
+class ServingSection(_Section):
+    """Replica pool / load balancer / session scheduler (used when rollout.n_replicas > 1 or
+    serving.scheduler is on; otherwise one engine behind the single-replica manager)."""
+
+    placement: Literal["thread", "process"] = "thread"  # process: one spawned child per replica
+    balancer: Literal["sticky", "round_robin"] = "sticky"
+    max_sticky_sessions: int = Field(100_000, ge=1)  # LRU bound on session pins
+    threads_per_replica: int | None = Field(None, ge=1)  # None: cores // n_replicas (min 1)
+    scheduler: bool = False  # opt-in admission gate that protects prefix caches under KV pressure
+    high_watermark: float = Field(0.85, gt=0.0, le=1.0)
+    hit_threshold: float = Field(0.80, ge=0.0, le=1.0)
+    wait_poll_sec: float = Field(5.0, gt=0.0)  # floored at 5 s (tests build SchedulerConfig directly)
+    idle_grace_sec: float = Field(60.0, ge=0.0)
+    max_wait_sec: float | None = Field(None, gt=0.0)  # None: wait until admitted
+    preempt_superseded: bool = True
+    attempt_overlap: float = Field(0.9, gt=0.0, le=1.0)
+    count_pending: bool = True
+
+    def scheduler_config(self):
+        if not self.scheduler:
+            return None
+        from legorl.serving.scheduler import SchedulerConfig
+
+        return SchedulerConfig(
+            self.high_watermark, self.hit_threshold, max(self.wait_poll_sec, 5.0), self.idle_grace_sec,
+            self.max_wait_sec, self.preempt_superseded, self.attempt_overlap, self.count_pending,
+        ).floored()
+
+
 class AlgorithmSection(_Section):
     adv_estimator: Literal["grpo", "rloo", "gae"] = "grpo"
     n_resp_per_prompt: int = Field(4, ge=1)
@@ -118,6 +147,7 @@ class RunConfig(_Section):
     model: ModelSection = ModelSection()
     tasks: TasksSection = TasksSection()
     rollout: RolloutSection = RolloutSection()
+    serving: ServingSection = ServingSection()
     algorithm: AlgorithmSection = AlgorithmSection()
     trainer: TrainerSection = TrainerSection()
 
