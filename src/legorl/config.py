@@ -233,7 +233,8 @@ def _format_errors(exc: ValidationError) -> list[str]:
     return lines
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+def merge_layers(path: str | Path | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """site file < run file < key=value overrides, merged, before validation."""
     data: dict[str, Any] = {}
     site = site_config_path()
     if site.is_file():
@@ -242,6 +243,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         data = _deep_merge(data, _read_toml(Path(path)))
     for item in overrides or []:
         data = _deep_merge(data, _parse_override(item))
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    data = merge_layers(path, overrides)
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:

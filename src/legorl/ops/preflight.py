@@ -289,18 +289,10 @@ def run_preflight_dict(data: dict[str, Any], structure_only: bool = False,
 
 
 def load_raw_config(path: str | Path | None, overrides: list[str] | None = None) -> dict[str, Any]:
-    """The merged site + run file + overrides dict, before validation (mirrors `load_config`)."""
-    from legorl.config import _deep_merge, _parse_override, _read_toml, site_config_path
+    """The merged site + run file + overrides dict, before validation (what `load_config` validates)."""
+    from legorl.config import merge_layers
 
-    data: dict[str, Any] = {}
-    site = site_config_path()
-    if site.is_file():
-        data = _read_toml(site)
-    if path is not None:
-        data = _deep_merge(data, _read_toml(Path(path)))
-    for item in overrides or []:
-        data = _deep_merge(data, _parse_override(item))
-    return data
+    return merge_layers(path, overrides)
 
 
 def preflight_file(path: str | Path, overrides: list[str] | None = None,
