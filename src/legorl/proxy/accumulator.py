@@ -30,6 +30,7 @@ class Branch:
     messages: list[Message] = field(default_factory=list)
     checkpoints: dict[int, int] = field(default_factory=lambda: {0: 0})
     last_prompt_text: str = ""  # render(messages[:-1], generation prompt) of the latest call
+    base_text: str | None = None  # render(messages) without generation prompt, precomputed off the hot path
     reply_stop_id: int | None = None  # stop token the latest reply ended with (None: length / stop string)
     recomputed: list[tuple[int, int]] = field(default_factory=list)
     superseded: list[Segment] = field(default_factory=list)

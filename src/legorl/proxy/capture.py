@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+from legorl.proxy.accumulator import Branch
 from legorl.proxy.config import ProxyConfig
 from legorl.proxy.errors import ContextOverflow, ProxyError
 from legorl.proxy.messages import ChatRequest, Message, ToolCall, validate_tool_results
@@ -147,6 +148,15 @@ class Capture:
         result.engine_s = engine_s
         return result
 
+    def _precompute_base(self, b: Branch, messages: list[Message]) -> None:
+        """Render the branch's conversation for its next extension after the response is on its way
+        (a long conversation's render is the largest per-call cost)."""
+        if b.messages is messages and b.base_text is None:
+            try:
+                b.base_text = self.renderer.render(messages, b.tools, add_generation_prompt=False)
+            except ProxyError:
+                b.base_text = None
+
     def _cut(self, req: ChatRequest, out: TokenOutput) -> tuple[list[int], str, int | None, str | None]:
         """(kept ids, reply text, stop token id the model ended with, stop string hit)."""
         ids = out.token_ids
@@ -205,6 +215,8 @@ class Capture:
         reply = Message("assistant", parsed.content, parsed.tool_calls)
         b.messages = [*plan.messages, reply]
         b.last_prompt_text = plan.prompt_text
+        b.base_text = None
+        asyncio.get_running_loop().call_soon(self._precompute_base, b, b.messages)
         b.reply_stop_id = stop_id
         b.calls += 1
         c.tool_calls += len(parsed.tool_calls)

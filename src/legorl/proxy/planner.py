@@ -105,7 +105,9 @@ def _extend(
     stop_text = None
     if b.reply_stop_id is not None:
         stop_text = renderer.stop_texts.get(b.reply_stop_id) or renderer.decode([b.reply_stop_id])
-    base = renderer.render(messages[:s], tools, add_generation_prompt=False)
+    base = b.base_text  # the render of what we hold; the client's echo must render the same to use it
+    if base is None or not full.startswith(base):
+        base = renderer.render(messages[:s], tools, add_generation_prompt=False)
     if not (full.startswith(base) and base.startswith(prev)):
         hits = [(i, t) for t in ([stop_text] if stop_text else renderer.stop_texts.values())
                 if (i := full.find(t, len(prev))) >= 0]
