@@ -30,6 +30,17 @@ class ExecResult:
         return self.exit_code == 0 and not self.timed_out
 
 
+class SandboxLifecycle:
+    """`async with sandbox:` starts it and always stops it (shared by every backend)."""
+
+    async def __aenter__(self):
+        await self.start()  # type: ignore[attr-defined]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()  # type: ignore[attr-defined]
+
+
 @runtime_checkable
 class Sandbox(Protocol):
     async def start(self) -> None: ...

@@ -22,7 +22,7 @@ from typing import Any
 
 from legorl.env import archive, remote
 from legorl.env.archive import context_hash
-from legorl.env.base import ExecResult, SandboxError
+from legorl.env.base import ExecResult, SandboxError, SandboxLifecycle
 from legorl.env.output import DEFAULT_OUTPUT_CAP, CappedBuffer, tail
 from legorl.tasks.model import Task
 
@@ -59,7 +59,7 @@ def container_config(task: Task, image: str, trial: str, network: bool, pids_lim
     }
 
 
-class DockerSandbox:
+class DockerSandbox(SandboxLifecycle):
     """Sandbox in a Docker (or Podman) container. Options: url, image, pids_limit, output_cap, network."""
 
     def __init__(
@@ -222,12 +222,6 @@ class DockerSandbox:
                 raise SandboxError(f"download {src} refused: {e}") from e
             await asyncio.to_thread(archive.place, Path(tmp) / PurePosixPath(src).name, Path(dst))
 
-    async def __aenter__(self) -> DockerSandbox:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     async def stop(self) -> None:
         if self.container is not None:

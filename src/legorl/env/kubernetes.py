@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from legorl.env import archive, remote
-from legorl.env.base import ExecResult, SandboxError
+from legorl.env.base import ExecResult, SandboxError, SandboxLifecycle
 from legorl.env.output import DEFAULT_OUTPUT_CAP, CappedBuffer, tail
 from legorl.tasks.model import Task
 
@@ -99,7 +99,7 @@ async def _configuration(host: str | None, kubeconfig: str | None, context: str 
     return cfg
 
 
-class KubernetesSandbox:
+class KubernetesSandbox(SandboxLifecycle):
     """Sandbox in a pod. Options: image, namespace, host, kubeconfig, context, labels, startup_timeout."""
 
     def __init__(
@@ -320,12 +320,6 @@ class KubernetesSandbox:
                 await self.api.close()
             self.api = None
 
-    async def __aenter__(self) -> KubernetesSandbox:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     def describe(self) -> dict[str, object]:
         return {

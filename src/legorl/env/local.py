@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
 
 from legorl.env import archive, procs
-from legorl.env.base import ExecResult, SandboxError
+from legorl.env.base import ExecResult, SandboxError, SandboxLifecycle
 from legorl.env.bwrap import DEFAULT_BWRAP, SANDBOX_HOME, BwrapSpec, base_env, check_bwrap, passwd_files
 from legorl.env.cgroups import TrialCgroup
 from legorl.env.output import DEFAULT_OUTPUT_CAP, tail
@@ -36,7 +36,7 @@ DOWNLOAD_CAP = 1 << 30  # a download larger than this is refused rather than hel
 _PROBED: set[str] = set()
 
 
-class LocalSandbox:
+class LocalSandbox(SandboxLifecycle):
     """Sandbox over bubblewrap. Options: bwrap path, root_dir, uid, pids_max, rlimits, output_cap,
     use_cgroups, build_cache, network (None = the task's allow_internet), extra_binds / extra_ro_binds."""
 
@@ -218,12 +218,6 @@ class LocalSandbox:
             self._pooled_uid = False
         self._started = False
 
-    async def __aenter__(self) -> LocalSandbox:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     # ---- running commands ------------------------------------------------------------------------
 
