@@ -233,6 +233,5 @@ class Capture:
         )
 
 
-
 def _busy_key(plan: Plan) -> object:
     return ("new", plan.branch.anchor) if plan.kind == "new" else id(plan.branch)
