@@ -1,7 +1,8 @@
 """The fully-async training loop: trials stream into a buffer while the trainer consumes it.
 
-A rollouter task keeps up to `rollout.concurrency` trials running, one GRPO group (the n attempts
-of a task) at a time; finished trials land in the `RolloutBuffer`, which releases complete groups
+A rollouter task keeps `rollout.concurrency` trials running: it starts a GRPO group (the n
+attempts of a task) whenever a slot is free, and each trial takes its own slot, so a slow member
+never holds the others' slots (the long-tail cost of sync mode); finished trials land in the `RolloutBuffer`, which releases complete groups
 only. The trainer takes `train_batch_size` groups, updates the actor in a worker thread (so the
 proxy, the scaffolds and the verifiers keep running on the event loop meanwhile) and every
 `trigger_parameter_sync_step` updates pushes the weights to the engines. With partial rollout the
@@ -28,7 +29,7 @@ from legorl.serving.partial import PartialRolloutManager
 from legorl.serving.weight_sync import WeightSync
 from legorl.train.checkpoint import TrainerState, save_checkpoint
 from legorl.train.loop import SyncLoop, outcome_metrics
-from legorl.workers.types import TrialResult
+from legorl.workers.types import TrialResult, TrialSpec
 
 
 class AsyncLoop(SyncLoop):
@@ -50,6 +51,7 @@ class AsyncLoop(SyncLoop):
         self._inflight_trials = 0
         self._group_tasks: set[asyncio.Task] = set()
         self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(r.concurrency)
         self._cur_step = self.start_step
         self.trials_done = 0
 
@@ -65,7 +67,7 @@ class AsyncLoop(SyncLoop):
     # -- rollouter ----------------------------------------------------------------------------------
     def _may_start(self, n: int) -> bool:
         r = self.cfg.rollout
-        room = self._inflight_trials == 0 or self._inflight_trials + n <= r.concurrency
+        room = self._inflight_trials < r.concurrency  # members past the free slots queue on `_slots`
         ahead = self.weight_sync.version - self._base_version + r.staleness_threshold + 1
         allowed = ahead * self.cfg.trainer.train_batch_size + self._dropped_groups
         return room and self._started_groups < allowed
@@ -87,15 +89,19 @@ class AsyncLoop(SyncLoop):
             self._group_tasks.add(t)
             t.add_done_callback(self._group_tasks.discard)
 
-    async def _run_group(self, gid: str, specs: list) -> None:
+    async def _run_group(self, gid: str, specs: list[TrialSpec]) -> None:
         async def done(res: TrialResult) -> None:
             self._inflight_trials -= 1
             self.trials_done += 1
             self._wake.set()
             await self.buffer.add(res)
 
+        async def one(spec: TrialSpec) -> None:
+            async with self._slots:  # one slot per trial: a finished trial frees its slot at once
+                await self.runner.run([spec], self.cfg.rollout.temperature, gid, done)
+
         try:
-            await self.runner.run(specs, self.cfg.rollout.temperature, gid, done)
+            await asyncio.gather(*(one(s) for s in specs))
         except asyncio.CancelledError:
             await self.buffer.abandon(gid)
             raise
