@@ -67,6 +67,7 @@ class RolloutSection(_Section):
     sandbox: str = "local"
     concurrency: int = Field(8, ge=1)
     agent_timeout_sec: float | None = None  # None: the task's own
+    verifier_timeout_sec: float | None = None  # None: the task's own (raise it on an overloaded machine)
     train_mode: Literal["sync", "async"] = "sync"
     staleness_threshold: int = Field(0, ge=0)  # async: weight versions a trained rollout may lag the actor
     partial_rollout: bool | None = None  # None: on in async mode (resume aborted generations after a sync)

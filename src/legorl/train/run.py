@@ -52,7 +52,8 @@ class WorkerRunner:
                                 temperature=temperature, top_p=r.top_p)
         wc = WorkerConfig(scaffold=r.agent, scaffold_kwargs=dict(r.agent_kwargs), limits=limits, backend=r.sandbox, max_trials=r.concurrency,
                           max_sandboxes=r.concurrency, max_scaffolds=r.concurrency,
-                          agent_timeout_sec=r.agent_timeout_sec, output_root=self.paths.root,
+                          agent_timeout_sec=r.agent_timeout_sec, verifier_timeout_sec=r.verifier_timeout_sec,
+                          output_root=self.paths.root,
                           exp_name=self.cfg.run.name)
         return await AgentLoopWorker(wc, self.endpoints).run_trials(specs, on_result=on_done)
 
