@@ -71,6 +71,8 @@ class RolloutSection(_Section):
     train_mode: Literal["sync", "async"] = "sync"
     staleness_threshold: int = Field(0, ge=0)  # async: weight versions a trained rollout may lag the actor
     partial_rollout: bool | None = None  # None: on in async mode (resume aborted generations after a sync)
+    runtime: Literal["local", "ray"] = "local"  # ray: engine, proxy and worker in a Ray actor; trainer here
+    ray_address: str | None = None  # None: start a local Ray for the run (and stop it after)
 
     @property
     def partial_enabled(self) -> bool:

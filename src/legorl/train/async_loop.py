@@ -117,11 +117,12 @@ class AsyncLoop(SyncLoop):
     async def _sync(self) -> float:
         t0 = time.perf_counter()
         state = self.trainer.actor.full_state_dict()
+        mode = "abort" if self.cfg.rollout.partial_enabled else "wait"
         if self.partial is not None:
             async with self.partial.syncing():
-                await self.weight_sync.push(state, self.actor_version, mode="abort")
-        else:
-            await self.weight_sync.push(state, self.actor_version, mode="wait")
+                await self.weight_sync.push(state, self.actor_version, mode=mode)
+        else:  # no partial manager here: none, or it lives with the engines (Ray) and brackets the sync there
+            await self.weight_sync.push(state, self.actor_version, mode=mode)
         self._wake.set()
         return time.perf_counter() - t0
 

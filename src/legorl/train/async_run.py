@@ -34,7 +34,8 @@ def make_async_loop(cfg: RunConfig, runtime: Any, actor: Any, critic: Any, pad_i
                     val_tasks: list[Task], runner: Any, paths: RunPaths,
                     on_line: Callable[[str], None] = print) -> AsyncLoop:
     cfg = async_config(cfg)
-    partial = install_partial(runtime) if cfg.rollout.partial_enabled else None
+    local = hasattr(runtime, "proxy")  # the Ray runtime wraps its manager inside the rollout actor
+    partial = install_partial(runtime) if cfg.rollout.partial_enabled and local else None
     trainer = StepTrainer(cfg, actor, None, critic, pad_id=pad_id)
     return AsyncLoop(cfg, train_tasks, val_tasks, runner, trainer, paths, on_line=on_line,
                      weight_sync=WeightSync(runtime.engines), partial=partial)

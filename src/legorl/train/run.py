@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -66,7 +67,13 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
     (paths.root / "config.json").write_text(cfg.model_dump_json(indent=2))
     train_tasks, val_tasks = load_task_split(cfg)
     on_line(f"tasks: {len(train_tasks)} train, {len(val_tasks)} val; run dir {paths.root}")
-    runtime = await InProcessRuntime.start(cfg)
+    runtime: Any
+    if cfg.rollout.runtime == "ray":
+        from legorl.runtime.ray_runtime import RayRuntime
+
+        runtime = await RayRuntime.start(cfg, paths.root)
+    else:
+        runtime = await InProcessRuntime.start(cfg)
     try:
         from transformers import AutoModelForCausalLM
 
@@ -90,14 +97,15 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
                             cfg.trainer.micro_batch_size)
         pad = runtime.tokenizer.pad_token_id or 0  # type: ignore[attr-defined]
         loop: SyncLoop
+        runner = runtime.runner if cfg.rollout.runtime == "ray" else WorkerRunner(cfg, runtime, paths)
         if cfg.rollout.train_mode == "async":
             from legorl.train.async_run import make_async_loop
 
-            loop = make_async_loop(cfg, runtime, actor, critic, pad, train_tasks, val_tasks,
-                                   WorkerRunner(cfg, runtime, paths), paths, on_line=on_line)
+            loop = make_async_loop(cfg, runtime, actor, critic, pad, train_tasks, val_tasks, runner, paths,
+                                   on_line=on_line)
         else:
             step_trainer = StepTrainer(cfg, actor, WeightSync(runtime.engines), critic, pad_id=pad)
-            loop = SyncLoop(cfg, train_tasks, val_tasks, WorkerRunner(cfg, runtime, paths), step_trainer, paths,
+            loop = SyncLoop(cfg, train_tasks, val_tasks, runner, step_trainer, paths,
                             on_line=on_line, progress=PhaseProgress(enabled=progress))
         await loop.prepare(resume=resume, overwrite=overwrite)
         return await loop.run()
