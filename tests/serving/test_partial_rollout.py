@@ -104,3 +104,30 @@ async def test_abort_during_sync_after_caller_abort_returns_partial(setup):
         await engine.resume()
     out = await task
     assert out.finish_reason == "abort" and manager.resumed == 0
+
+
+async def test_proxy_records_per_token_versions_of_a_resumed_reply(tiny_llama_dir, setup):
+    import openai
+
+    from legorl.models.chat import load_tokenizer
+    from legorl.proxy import ProxyConfig, ProxyServer
+
+    engine, manager = setup
+    proxy = ProxyServer(manager, load_tokenizer(tiny_llama_dir), ProxyConfig())
+    await proxy.start()
+    try:
+        s = proxy.open_session()
+        c = openai.AsyncOpenAI(base_url=s.openai_base_url, api_key="unused", max_retries=0)
+        call = asyncio.create_task(c.chat.completions.create(
+            model="p", messages=[{"role": "user", "content": "hi"}], max_tokens=200, extra_body={"ignore_eos": True}))
+        await wait_generated(engine, 20)
+        sd = {k: v + 0.01 for k, v in engine.model.state_dict().items()}
+        async with manager.syncing():
+            await WeightSync([engine]).push(sd, mode="abort")
+        r = await call
+        assert r.choices[0].finish_reason in ("length", "stop")  # one ordinary reply, no error
+        rec = await proxy.close_session(s.id)
+        policy = [v for v, m in zip(rec.weight_versions, rec.mask, strict=True) if m]
+        assert set(policy) == {0, 1} and policy == sorted(policy)
+    finally:
+        await proxy.close()
