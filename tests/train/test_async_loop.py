@@ -78,6 +78,12 @@ async def test_staleness_zero_trains_on_policy_and_checkpoints(tiny_llama_dir, t
     assert logged == [1, 2, 3] and any(line.startswith("step:3 - ") for line in lines)
     state = json.loads((root / "checkpoints" / "step_3" / "trainer_state.json").read_text())
     assert state["weight_version"] == 3
+    # --resume: the engines get the checkpoint's weights and version, the actor continues from it
+    more = cfg.model_copy(update={"trainer": cfg.trainer.model_copy(update={"total_steps": 4})})
+    seen.clear()
+    again = await train(more, resume=True, on_line=lines.append, progress=False)
+    assert [h["step"] for h in again] == [4] and [a for a, _ in seen] == [3]
+    assert all(set(vs) == {3} for vs in seen[0][1]) and again[0]["weight_version"] == 4.0
 
 
 @pytest.mark.slow
