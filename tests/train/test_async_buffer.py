@@ -111,3 +111,17 @@ async def test_loop_never_trains_past_the_bound_and_never_deadlocks(tmp_path, mo
     if staleness == 0:
         assert sum(h["trajectory_filter/dropped_stale"] for h in history) == 0
     assert not loop._group_tasks  # the rollouter was stopped
+
+
+class CrashingRunner:
+    async def run(self, specs, temperature, tag, on_done):
+        raise OSError("worker bug")
+
+
+async def test_a_crashing_runner_stops_the_run_instead_of_hanging(tmp_path):
+    cfg = load_config(None, ["rollout.train_mode=async", f"run.output_dir={tmp_path}"])
+    loop = AsyncLoop(cfg, TASKS, [], CrashingRunner(), FakeTrainer(), RunPaths(tmp_path / "r"),
+                     on_line=lambda _: None, weight_sync=FakeSync())
+    await loop.prepare(resume=False, overwrite=False)
+    with pytest.raises(RuntimeError, match="trial runner crashed"):
+        await asyncio.wait_for(loop.run(), 10)

@@ -52,6 +52,7 @@ class AsyncLoop(SyncLoop):
         self._group_tasks: set[asyncio.Task] = set()
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(r.concurrency)
+        self._failure: asyncio.Future | None = None  # set in run(): a crash of a group's runner
         self._cur_step = self.start_step
         self.trials_done = 0
 
@@ -105,6 +106,9 @@ class AsyncLoop(SyncLoop):
         except asyncio.CancelledError:
             await self.buffer.abandon(gid)
             raise
+        except Exception as exc:  # the worker turns trial failures into outcomes: this is a bug, stop the run
+            if self._failure is not None and not self._failure.done():
+                self._failure.set_exception(exc)
 
     async def _stop_rollouter(self, producer: asyncio.Task) -> None:
         producer.cancel()
@@ -145,10 +149,13 @@ class AsyncLoop(SyncLoop):
 
     async def _next_batch(self, producer: asyncio.Task) -> tuple[list[TrialResult], Any]:
         """The buffer's next batch; a crash in the rollouter surfaces here instead of hanging the trainer."""
+        assert self._failure is not None
         get = asyncio.ensure_future(self.buffer.get_batch(self.cfg.trainer.train_batch_size, self.actor_version))
-        await asyncio.wait({get, producer}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({get, producer, self._failure}, return_when=asyncio.FIRST_COMPLETED)
         if not get.done():
             get.cancel()
+            if self._failure.done():
+                raise RuntimeError("a trial runner crashed") from self._failure.exception()
             producer.result()
             raise RuntimeError("the rollouter stopped")
         return get.result()
@@ -162,6 +169,7 @@ class AsyncLoop(SyncLoop):
             self.on_line(self.logger.log(0, m))
             history.append({"step": 0, **m})
         t_run = time.perf_counter()
+        self._failure = asyncio.get_running_loop().create_future()
         producer = asyncio.create_task(self._produce())
         since_sync = 0
         try:
