@@ -59,7 +59,7 @@ class BatchStats:
             "fully_async/staleness/mean": sum(s) / len(s) if s else 0.0,
             "fully_async/staleness/max": float(max(s)) if s else 0.0,
             "trajectory_filter/dropped_stale": float(self.dropped_rollouts),
-            "trajectory_filter/dropped_stale_groups": float(self.dropped_groups),
+            "fully_async/buffer/stale_groups": float(self.dropped_groups),
         }
 
 
