@@ -154,6 +154,12 @@ class RunConfig(_Section):
     algorithm: AlgorithmSection = AlgorithmSection()
     trainer: TrainerSection = TrainerSection()
 
+    def effective_rollout_is(self) -> str:
+        """Async trains on data from older weights: token-level IS unless `rollout_is` was set explicitly."""
+        if self.rollout.train_mode == "async" and "rollout_is" not in self.algorithm.model_fields_set:
+            return "token"
+        return self.algorithm.rollout_is
+
     @model_validator(mode="after")
     def _combinations(self) -> RunConfig:
         a, r = self.algorithm, self.rollout

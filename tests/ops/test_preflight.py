@@ -125,7 +125,9 @@ def test_pitfalls():
     assert warns(trainer={"max_logprob_abs_diff": 1e-3, "lr_scheduler": "cosine", "total_steps": 5000}) == 1
     assert warns(trainer={"max_logprob_abs_diff": 1e-3, "lr_scheduler": "linear", "warmup_steps": 10}) == 1
     assert warns(algorithm={"rollout_is": "sequence"}, rollout={"max_response_len": 512, "max_turns": 8}) == 1
-    assert warns(rollout={"train_mode": "async", "staleness_threshold": 2}) == 1
+    # async defaults to token-level IS; only an explicit "none" with staleness is a pitfall
+    assert warns(rollout={"train_mode": "async", "staleness_threshold": 2}) == 0
+    assert warns(rollout={"train_mode": "async", "staleness_threshold": 2}, algorithm={"rollout_is": "none"}) == 1
     assert warns(rollout={"kv_budget_tokens": 4096}) == 1
     assert levels(pf.check_pitfalls(cfg())).count("WARN") == 1  # max_logprob_abs_diff unset
 

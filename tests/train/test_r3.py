@@ -108,3 +108,40 @@ def test_coverage_counts_missing_rows():
     r = Rollout("a", "t", [1, 2, 3, 4], [0, 1, 1, 1], [0.0, -1.0, -1.0, -1.0],
                 routed_experts=np.array([[[0, 1]], [[1, 2]], [[-1, -1]]]))
     assert routing_coverage(collate([r])) == pytest.approx(2 / 3)
+
+
+async def test_r3_coverage_is_full_on_a_partial_rollout_resumed_across_a_sync(tiny_moe_dir):
+    """A weight sync in the middle of a generation: the resumed output's routing still covers every
+    position (prompt rows + one row per generated token), and an R3 step trains on it."""
+    import asyncio
+
+    from legorl.serving.manager import SingleReplicaManager
+    from legorl.serving.partial import PartialRolloutManager
+    from legorl.train.batch import collate
+
+    engine = EmbeddedEngine.from_pretrained(tiny_moe_dir, kv_budget_tokens=4096)
+    await engine.start()
+    try:
+        manager = PartialRolloutManager(SingleReplicaManager(engine, engine.max_model_len))
+        prompt = chat_ids(load_tokenizer(tiny_moe_dir), [{"role": "user", "content": "go"}])
+        req = GenerateRequest(prompt, SamplingParams(temperature=1.0, max_tokens=120, ignore_eos=True, seed=0),
+                              return_routed_experts=True)
+        task = asyncio.create_task(manager.generate(req))
+        while engine.stats().generated_tokens < 20:
+            await asyncio.sleep(0.001)
+        model = AutoModelForCausalLM.from_pretrained(tiny_moe_dir, dtype=torch.float32)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.01 * torch.randn_like(p))
+        async with manager.syncing():
+            await WeightSync([engine]).push(model.state_dict(), mode="abort")
+        out = await task
+        assert set(out.versions()) == {0, 1}
+        ids = prompt + out.token_ids
+        routing = np.concatenate([out.prompt_routed_experts, out.routed_experts])
+        assert routing.shape[0] == len(ids) - 1 and (routing >= 0).all()
+        r = Rollout("p", "t", ids, [0] * len(prompt) + [1] * len(out.token_ids),
+                    [0.0] * len(prompt) + out.logprobs, routed_experts=routing)
+        assert routing_coverage(collate([r])) == 1.0
+    finally:
+        await engine.close()

@@ -208,7 +208,7 @@ def check_pitfalls(cfg: RunConfig) -> list[CheckResult]:
     if a.rollout_is == "sequence" and seq_tokens > LONG_SEQUENCE_TOKENS:
         out.append(warn(name, f"sequence-level IS over up to {seq_tokens} policy tokens: the weight is a product "
                               "of per-token ratios and its variance explodes", "algorithm.rollout_is='token'"))
-    if r.staleness_threshold > 0 and a.rollout_is == "none":
+    if r.staleness_threshold > 0 and cfg.effective_rollout_is() == "none":
         out.append(warn(name, f"rollout.staleness_threshold={r.staleness_threshold} with no IS correction: "
                               "off-policy rollouts are trained as on-policy", "algorithm.rollout_is='token'"))
     if t.max_logprob_abs_diff is None:

@@ -16,9 +16,10 @@ from legorl.train.trainer import StepTrainer
 
 def async_config(cfg: RunConfig) -> RunConfig:
     """Async trains on data from older weights: token-level importance correction unless set explicitly."""
-    if "rollout_is" in cfg.algorithm.model_fields_set:
+    mode = cfg.effective_rollout_is()
+    if mode == cfg.algorithm.rollout_is:
         return cfg
-    return cfg.model_copy(update={"algorithm": cfg.algorithm.model_copy(update={"rollout_is": "token"})})
+    return cfg.model_copy(update={"algorithm": cfg.algorithm.model_copy(update={"rollout_is": mode})})
 
 
 def install_partial(runtime: Any) -> PartialRolloutManager:
