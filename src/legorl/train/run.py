@@ -51,12 +51,37 @@ class WorkerRunner:
         r = self.cfg.rollout
         limits = ScaffoldLimits(max_turns=r.max_turns, max_tokens_per_call=r.max_response_len,
                                 temperature=temperature, top_p=r.top_p)
-        wc = WorkerConfig(scaffold=r.agent, scaffold_kwargs=dict(r.agent_kwargs), limits=limits, backend=r.sandbox, max_trials=r.concurrency,
-                          max_sandboxes=r.concurrency, max_scaffolds=r.concurrency,
-                          agent_timeout_sec=r.agent_timeout_sec, verifier_timeout_sec=r.verifier_timeout_sec,
-                          output_root=self.paths.root,
-                          exp_name=self.cfg.run.name)
+        wc = WorkerConfig(
+            scaffold=r.agent, scaffold_kwargs=dict(r.agent_kwargs), limits=limits, backend=r.sandbox,
+            max_trials=r.concurrency, max_sandboxes=r.concurrency, max_scaffolds=r.concurrency,
+            agent_timeout_sec=r.agent_timeout_sec, verifier_timeout_sec=r.verifier_timeout_sec,
+            output_root=self.paths.root, exp_name=self.cfg.run.name,
+        )
         return await AgentLoopWorker(wc, self.endpoints).run_trials(specs, on_result=on_done)
+
+
+def build_actor(cfg: RunConfig, model_dir: Path) -> tuple[Actor, Critic | None]:
+    """The trainable policy (with a frozen reference when KL is on, R3 for MoE) and the critic for GAE."""
+    from transformers import AutoModelForCausalLM
+
+    from legorl.models.moe import is_moe
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if cfg.model.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    ref = None
+    if cfg.algorithm.kl_coef > 0:
+        ref = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        ref.requires_grad_(False)
+    moe = is_moe(model)
+    r3 = moe if cfg.model.enable_r3 is None else cfg.model.enable_r3
+    if r3 and not moe:
+        raise NotImplementedError("model.enable_r3=true needs an MoE model; this model is dense")
+    actor = Actor(model, cfg.trainer, cfg.algorithm, cfg.rollout.temperature, ref, enable_r3=r3)
+    critic = None
+    if cfg.algorithm.adv_estimator == "gae":
+        critic = Critic(str(model_dir), cfg.trainer.critic_lr, cfg.trainer.max_grad_norm, cfg.trainer.micro_batch_size)
+    return actor, critic
 
 
 async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
@@ -75,26 +100,7 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
     else:
         runtime = await InProcessRuntime.start(cfg)
     try:
-        from transformers import AutoModelForCausalLM
-
-        model = AutoModelForCausalLM.from_pretrained(runtime.model_dir, dtype=torch.float32)
-        if cfg.model.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
-        ref = None
-        if cfg.algorithm.kl_coef > 0:
-            ref = AutoModelForCausalLM.from_pretrained(runtime.model_dir, dtype=torch.float32).eval()
-            ref.requires_grad_(False)
-        from legorl.models.moe import is_moe
-
-        moe = is_moe(model)
-        r3 = moe if cfg.model.enable_r3 is None else cfg.model.enable_r3
-        if r3 and not moe:
-            raise NotImplementedError("model.enable_r3=true needs an MoE model; this model is dense")
-        actor = Actor(model, cfg.trainer, cfg.algorithm, cfg.rollout.temperature, ref, enable_r3=r3)
-        critic = None
-        if cfg.algorithm.adv_estimator == "gae":
-            critic = Critic(str(runtime.model_dir), cfg.trainer.critic_lr, cfg.trainer.max_grad_norm,
-                            cfg.trainer.micro_batch_size)
+        actor, critic = build_actor(cfg, runtime.model_dir)
         pad = runtime.tokenizer.pad_token_id or 0  # type: ignore[attr-defined]
         loop: SyncLoop
         runner = runtime.runner if cfg.rollout.runtime == "ray" else WorkerRunner(cfg, runtime, paths)
