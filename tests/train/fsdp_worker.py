@@ -27,6 +27,9 @@ def main() -> None:
     state = actor.full_state_dict()
     if rank == 0:
         torch.save(state, out / "sharded.pt")
+    # both ranks finish every collective before teardown: tearing gloo down while the peer still has
+    # work in flight aborts the process ("terminate called without an active exception")
+    torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
 
