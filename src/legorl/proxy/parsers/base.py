@@ -22,6 +22,17 @@ class ParseResult:
     failures: int = 0  # call-shaped blocks that did not parse and were left in `content` as text
 
 
+def tools_preamble(tools: list[ToolSpec]) -> str:
+    """The tool listing every text-format parser puts in the system prompt; each adds its call format."""
+    listing = "\n".join(t.json for t in tools)
+    return (
+        "# Tools\n\n"
+        "You can call the functions described below. Their JSON signatures are listed inside "
+        "<tools></tools>:\n"
+        f"<tools>\n{listing}\n</tools>\n\n"
+    )
+
+
 def new_call_id() -> str:
     return "call_" + secrets.token_hex(12)
 

@@ -6,7 +6,13 @@ import json
 import re
 
 from legorl.proxy.messages import ToolCall, ToolSpec
-from legorl.proxy.parsers.base import ParseResult, ToolParser, new_call_id, register_parser
+from legorl.proxy.parsers.base import (
+    ParseResult,
+    ToolParser,
+    new_call_id,
+    register_parser,
+    tools_preamble,
+)
 
 _BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
@@ -63,12 +69,7 @@ class HermesParser(ToolParser):
         return "\n".join(blocks)
 
     def system_prompt(self, tools: list[ToolSpec]) -> str:
-        listing = "\n".join(t.json for t in tools)
-        return (
-            "# Tools\n\n"
-            "You can call the functions described below. Their JSON signatures are listed inside "
-            "<tools></tools>:\n"
-            f"<tools>\n{listing}\n</tools>\n\n"
+        return tools_preamble(tools) + (
             "To call a function, reply with one block per call, each holding a JSON object with the "
             "function name and its arguments:\n"
             '<tool_call>\n{"name": "<function name>", "arguments": {<arguments as JSON>}}\n</tool_call>'

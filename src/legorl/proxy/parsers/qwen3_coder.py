@@ -11,7 +11,13 @@ import re
 from typing import Any
 
 from legorl.proxy.messages import ToolCall, ToolSpec
-from legorl.proxy.parsers.base import ParseResult, ToolParser, new_call_id, register_parser
+from legorl.proxy.parsers.base import (
+    ParseResult,
+    ToolParser,
+    new_call_id,
+    register_parser,
+    tools_preamble,
+)
 
 _CALL = re.compile(r"(?:<tool_call>\s*)?<function=([^>\n]+)>(.*?)</function>(?:\s*</tool_call>)?", re.DOTALL)
 _PARAM = re.compile(r"<parameter=([^>\n]+)>(.*?)</parameter>", re.DOTALL)
@@ -75,12 +81,7 @@ class Qwen3CoderParser(ToolParser):
         return "\n".join(blocks)
 
     def system_prompt(self, tools: list[ToolSpec]) -> str:
-        listing = "\n".join(t.json for t in tools)
-        return (
-            "# Tools\n\n"
-            "You can call the functions described below. Their JSON signatures are listed inside "
-            "<tools></tools>:\n"
-            f"<tools>\n{listing}\n</tools>\n\n"
+        return tools_preamble(tools) + (
             "To call a function, reply with one block per call in this format:\n"
             "<tool_call>\n<function=FUNCTION_NAME>\n<parameter=PARAMETER_NAME>\nvalue\n</parameter>\n"
             "</function>\n</tool_call>"
