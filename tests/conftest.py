@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -24,3 +26,34 @@ def smollm_dir():
     from legorl.models import prepare_model
 
     return prepare_model("smollm2-135m-instruct")
+
+
+def _merge(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@pytest.fixture
+def tiny_run_config(tmp_path, tiny_llama_dir):
+    """Write a run config for a tiny-model training run (runs under tmp_path/runs/<name>); tests
+    override sections as dicts, e.g. tiny_run_config("t", trainer={"total_steps": 3})."""
+    import tomli_w
+
+    def write(name: str, **sections) -> Path:
+        base = {
+            "run": {"name": name, "output_dir": str(tmp_path / "runs")},
+            "model": {"path": str(tiny_llama_dir)},
+            "tasks": {"train": "builtin:shell-basics", "val_fraction": 0.0},
+            "rollout": {"agent": "builtin", "max_turns": 1, "max_response_len": 8, "concurrency": 4,
+                        "kv_budget_tokens": 8192},
+            # a random tiny model solves nothing: the entropy term still gives a gradient
+            "algorithm": {"n_resp_per_prompt": 2, "entropy_coef": 0.01},
+            "trainer": {"lr": 1e-3},
+        }
+        path = tmp_path / "run.toml"
+        path.write_text(tomli_w.dumps(_merge(base, sections)))
+        return path
+
+    return write

@@ -10,45 +10,21 @@ pytest.importorskip("ray")
 
 from legorl.config import load_config
 
-BASE = """
-[run]
-name = "r"
-output_dir = "{out}"
-[model]
-path = "{model}"
-[tasks]
-train = "builtin:shell-basics"
-val_fraction = 0.0
-[rollout]
-agent = "builtin"
-agent_kwargs = {{tools = false}}
-max_turns = 1
-max_response_len = 8
-concurrency = 4
-kv_budget_tokens = 8192
-train_mode = "async"
-staleness_threshold = 1
-runtime = "ray"
-[algorithm]
-n_resp_per_prompt = 2
-entropy_coef = 0.01
-[trainer]
-train_batch_size = 1
-total_steps = 2
-lr = 1e-3
-"""
-
 
 @pytest.mark.slow
-async def test_async_training_with_the_rollout_side_in_a_ray_actor(tiny_llama_dir, tmp_path):
+async def test_async_training_with_the_rollout_side_in_a_ray_actor(tmp_path, tiny_run_config):
     import ray
 
     from legorl.train.run import train
 
     if ray.is_initialized():
         pytest.skip("a Ray session is already up in this process")
-    p = tmp_path / "run.toml"
-    p.write_text(BASE.format(out=tmp_path / "runs", model=tiny_llama_dir))
+    p = tiny_run_config(
+        "r",
+        rollout={"agent_kwargs": {"tools": False}, "train_mode": "async", "staleness_threshold": 1,
+                 "runtime": "ray"},
+        trainer={"train_batch_size": 1, "total_steps": 2},
+    )
     history = await train(load_config(p), on_line=lambda _: None, progress=False)
     assert not ray.is_initialized()  # the local cluster this run started is gone
     assert [h["step"] for h in history] == [1, 2]

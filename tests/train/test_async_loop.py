@@ -3,51 +3,24 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from legorl.config import ConfigError, load_config
 from legorl.train.async_loop import AsyncLoop
 
-BASE = """
-[run]
-name = "a"
-output_dir = "{out}"
-[model]
-path = "{model}"
-[tasks]
-train = "builtin:shell-basics"
-val_fraction = 0.0
-[rollout]
-agent = "builtin"
-agent_kwargs = {{tools = false}}
-max_turns = 1
-max_response_len = 8
-concurrency = 4
-kv_budget_tokens = 8192
-train_mode = "async"
-staleness_threshold = {staleness}
-[algorithm]
-n_resp_per_prompt = 2
-entropy_coef = 0.01
-[trainer]
-train_batch_size = 1
-total_steps = {steps}
-lr = 1e-3
-trigger_parameter_sync_step = {trigger}
-"""
 
-
-def cfg_for(tmp_path: Path, model: Path, steps: int = 3, staleness: int = 0, trigger: int = 1, extra=()):
-    p = tmp_path / "run.toml"
-    p.write_text(BASE.format(out=tmp_path / "runs", model=model, steps=steps, staleness=staleness,
-                             trigger=trigger))
+def cfg_for(tiny_run_config, steps: int = 3, staleness: int = 0, trigger: int = 1, extra=()):
+    p = tiny_run_config(
+        "a",
+        rollout={"agent_kwargs": {"tools": False}, "train_mode": "async", "staleness_threshold": staleness},
+        trainer={"train_batch_size": 1, "total_steps": steps, "trigger_parameter_sync_step": trigger},
+    )
     return load_config(p, list(extra))
 
 
 @pytest.mark.slow
-async def test_staleness_zero_trains_on_policy_and_checkpoints(tiny_llama_dir, tmp_path, monkeypatch):
+async def test_staleness_zero_trains_on_policy_and_checkpoints(tmp_path, monkeypatch, tiny_run_config):
     from legorl.train.run import train
 
     seen: list[tuple[int, list[list[int]]]] = []
@@ -59,7 +32,7 @@ async def test_staleness_zero_trains_on_policy_and_checkpoints(tiny_llama_dir, t
         return await orig(self, rollouts)
 
     monkeypatch.setattr(AsyncLoop, "_train", spy)
-    cfg = cfg_for(tmp_path, tiny_llama_dir)
+    cfg = cfg_for(tiny_run_config)
     assert cfg.rollout.partial_enabled
     lines: list[str] = []
     history = await train(cfg, on_line=lines.append, progress=False)
@@ -87,10 +60,10 @@ async def test_staleness_zero_trains_on_policy_and_checkpoints(tiny_llama_dir, t
 
 
 @pytest.mark.slow
-async def test_async_with_lag_and_sync_every_two_updates(tiny_llama_dir, tmp_path):
+async def test_async_with_lag_and_sync_every_two_updates(tiny_run_config):
     from legorl.train.run import train
 
-    cfg = cfg_for(tmp_path, tiny_llama_dir, steps=3, staleness=2, trigger=2)
+    cfg = cfg_for(tiny_run_config, steps=3, staleness=2, trigger=2)
     history = await train(cfg, on_line=lambda _: None, progress=False)
     assert [h["step"] for h in history] == [1, 2, 3]
     assert ["timing/weight_sync_s" in h for h in history] == [False, True, True]  # every 2, and at the end

@@ -12,42 +12,15 @@ from pathlib import Path
 
 import pytest
 
-BASE = """
-[run]
-name = "t"
-output_dir = "{out}"
-[model]
-path = "{model}"
-[tasks]
-train = "builtin:shell-basics"
-val_fraction = 0.0
-[rollout]
-agent = "builtin"
-max_turns = 1
-max_response_len = 8
-concurrency = 4
-kv_budget_tokens = 8192
-[algorithm]
-n_resp_per_prompt = 2
-entropy_coef = 0.01  # a random tiny model solves nothing: the entropy term still gives a gradient
-[trainer]
-train_batch_size = 2
-total_steps = {steps}
-lr = 1e-3
-save_freq = 1
-max_logprob_abs_diff = 1e-3
-"""
-
 
 def legorl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "legorl.cli", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
-def write_cfg(tmp_path: Path, model: Path, steps: int) -> Path:
-    cfg = tmp_path / "run.toml"
-    cfg.write_text(BASE.format(out=tmp_path / "runs", model=model, steps=steps))
-    return cfg
+def write_cfg(tiny_run_config, steps: int) -> Path:
+    return tiny_run_config("t", trainer={"train_batch_size": 2, "total_steps": steps, "save_freq": 1,
+                                         "max_logprob_abs_diff": 1e-3})
 
 
 def steps_logged(tmp_path: Path) -> list[int]:
@@ -56,13 +29,13 @@ def steps_logged(tmp_path: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_one_sync_step_changes_weights_and_engine_serves_them(tiny_llama_dir, tmp_path):
+def test_one_sync_step_changes_weights_and_engine_serves_them(tiny_llama_dir, tmp_path, tiny_run_config):
     import asyncio
 
     from legorl.config import load_config
     from legorl.train.run import train
 
-    cfg = load_config(write_cfg(tmp_path, tiny_llama_dir, 1))
+    cfg = load_config(write_cfg(tiny_run_config, 1))
     lines: list[str] = []
     history = asyncio.run(train(cfg, on_line=lines.append, progress=False))
     assert len(history) == 1 and history[0]["step"] == 1
@@ -81,8 +54,8 @@ def test_one_sync_step_changes_weights_and_engine_serves_them(tiny_llama_dir, tm
 
 
 @pytest.mark.slow
-def test_kill_then_resume_continues_without_lost_or_repeated_steps(tiny_llama_dir, tmp_path):
-    cfg = write_cfg(tmp_path, tiny_llama_dir, 3)
+def test_kill_then_resume_continues_without_lost_or_repeated_steps(tmp_path, tiny_run_config):
+    cfg = write_cfg(tiny_run_config, 3)
     proc = subprocess.Popen([sys.executable, "-m", "legorl.cli", "train", str(cfg), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 400
