@@ -22,6 +22,25 @@ def tiny_moe_dir():
 
 
 @pytest.fixture(scope="session")
+def tokenizer(tiny_llama_dir):
+    from legorl.models.chat import load_tokenizer
+
+    return load_tokenizer(tiny_llama_dir)
+
+
+@pytest.fixture(scope="session")
+def engine(tiny_llama_dir):
+    """One real tiny-llama engine shared by the session (proxy and worker tests)."""
+    import asyncio
+
+    from legorl.serving.embedded import EmbeddedEngine
+
+    eng = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=65536, seed=0)
+    yield eng
+    asyncio.run(eng.close())
+
+
+@pytest.fixture(scope="session")
 def smollm_dir():
     from legorl.models import prepare_model
 

@@ -1,30 +1,12 @@
-"""Proxy fixtures: one real EmbeddedEngine (tiny-llama) shared by the whole directory; a fresh proxy
+"""Proxy fixtures: the session's tiny-llama engine (tests/conftest.py) behind a fresh proxy
 server per test (aiohttp servers are bound to the test's event loop)."""
 
 from __future__ import annotations
-
-import asyncio
 
 import pytest
 
 from legorl.proxy import ProxyConfig, ProxyServer
 from legorl.serving.manager import SingleReplicaManager
-
-
-@pytest.fixture(scope="session")
-def tokenizer(tiny_llama_dir):
-    from legorl.models.chat import load_tokenizer
-
-    return load_tokenizer(tiny_llama_dir)
-
-
-@pytest.fixture(scope="session")
-def engine(tiny_llama_dir):
-    from legorl.serving.embedded import EmbeddedEngine
-
-    eng = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=32768, seed=0)
-    yield eng
-    asyncio.run(eng.close())
 
 
 @pytest.fixture(scope="session")

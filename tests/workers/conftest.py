@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import uuid
@@ -16,22 +15,6 @@ from legorl.serving.manager import SingleReplicaManager
 from legorl.tasks import load_tasks
 
 from .scripted import ReplayEngine
-
-
-@pytest.fixture(scope="session")
-def tokenizer(tiny_llama_dir):
-    from legorl.models.chat import load_tokenizer
-
-    return load_tokenizer(tiny_llama_dir)
-
-
-@pytest.fixture(scope="session")
-def engine(tiny_llama_dir):
-    from legorl.serving.embedded import EmbeddedEngine
-
-    eng = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=65536, seed=0)
-    yield eng
-    asyncio.run(eng.close())
 
 
 @pytest.fixture(scope="session")
