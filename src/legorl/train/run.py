@@ -86,7 +86,6 @@ def build_actor(cfg: RunConfig, model_dir: Path) -> tuple[Actor, Critic | None]:
 
 async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
                 on_line: Callable[[str], None] = print, progress: bool = True) -> list[dict]:
-    torch.manual_seed(cfg.run.seed)
     paths = RunPaths(Path(cfg.run.output_dir) / cfg.run.name)
     paths.root.mkdir(parents=True, exist_ok=True)
     (paths.root / "config.json").write_text(cfg.model_dump_json(indent=2))
