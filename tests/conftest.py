@@ -76,3 +76,19 @@ def tiny_run_config(tmp_path, tiny_llama_dir):
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def vllm_executable():
+    """The `vllm` executable (`bash scripts/setup.sh --vllm`). Missing: skip, or fail where CI asks for it
+    with LEGORL_REQUIRE_VLLM=1 (so the vLLM tests can never silently stop running there)."""
+    import os
+
+    from legorl.serving.vllm import VLLMNotInstalledError, find_vllm_executable
+
+    try:
+        return find_vllm_executable()
+    except VLLMNotInstalledError as e:
+        if os.environ.get("LEGORL_REQUIRE_VLLM") == "1":
+            pytest.fail(f"LEGORL_REQUIRE_VLLM=1 but {e}")
+        pytest.skip(str(e))

@@ -96,6 +96,17 @@ class ServingSection(_Section):
     preempt_superseded: bool = True
     attempt_overlap: float = Field(0.9, gt=0.0, le=1.0)
     count_pending: bool = True
+    # rollout.engine = "vllm": one `vllm serve` per replica, started by legorl (or attached by URL)
+    vllm_executable: str | None = None  # None: $LEGORL_VLLM, ./.venv-vllm/bin/vllm, then PATH
+    vllm_urls: list[str] = Field(default_factory=list)  # attach to running servers instead (one per replica)
+    vllm_dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"  # fp32 matches the CPU trainer
+    vllm_kv_cache_gib: int = Field(2, ge=1)  # CPU build: KV cache GiB per server (whole GiB)
+    vllm_gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)  # GPU build; None: vLLM's default
+    vllm_tensor_parallel_size: int = Field(1, ge=1)
+    vllm_enforce_eager: bool = True  # no graph capture: ~25 s start on CPU instead of ~150 s
+    vllm_extra_args: list[str] = Field(default_factory=list)  # appended to `vllm serve`
+    vllm_startup_timeout_sec: float = Field(600.0, gt=0.0)
+    vllm_weights_dir: str | None = None  # where weight versions are written for reload; None: /dev/shm
 
     def scheduler_config(self):
         if not self.scheduler:
@@ -181,6 +192,14 @@ class RunConfig(_Section):
                 f"trainer.trigger_parameter_sync_step={k} trains up to {k - 1} updates on one weight version: "
                 f"rollout.staleness_threshold must be >= {k - 1} (got {r.staleness_threshold})"
             )
+        v = self.serving
+        if v.vllm_urls and r.engine != "vllm":
+            problems.append("serving.vllm_urls is set but rollout.engine is not 'vllm'")
+        if v.vllm_urls and len(v.vllm_urls) != r.n_replicas:
+            problems.append(f"serving.vllm_urls lists {len(v.vllm_urls)} server(s) but rollout.n_replicas="
+                            f"{r.n_replicas}: give one URL per replica")
+        if r.engine == "vllm" and v.placement == "process":
+            problems.append("serving.placement='process' is for embedded replicas; vLLM replicas are processes already")
         if a.policy_loss_mode == "gspo" and max(a.clip_ratio_low, a.clip_ratio_high) > 0.01:
             problems.append(
                 "algorithm.policy_loss_mode='gspo' clips the length-normalized sequence ratio: use clip ratios "

@@ -89,13 +89,25 @@ def test_batch_raw_and_dict():
 
 
 def test_topology():
-    c = cfg(rollout={"engine": "vllm", "n_replicas": 4, "concurrency": 8})
+    urls = [f"http://127.0.0.1:{8000 + i}" for i in range(4)]  # attached: no local vLLM install needed
+    c = cfg(rollout={"engine": "vllm", "n_replicas": 4, "concurrency": 8}, serving={"vllm_urls": urls})
     assert "FATAL" in levels(pf.check_topology(c, cores=8, gpus=2))
     assert "FATAL" not in levels(pf.check_topology(c, cores=8, gpus=4))
     assert "WARN" in levels(pf.check_topology(cfg(rollout={"concurrency": 32}), cores=2, gpus=0))  # > 16 trials
     assert "WARN" in levels(pf.check_topology(cfg(rollout={"concurrency": 32}, trainer={"train_batch_size": 16}),
                                               cores=1, gpus=0))
     assert "FATAL" not in levels(pf.check_topology(c, structure_only=True))
+
+
+def test_vllm_checks():
+    missing = cfg(rollout={"engine": "vllm"}, serving={"vllm_executable": "/nonexistent/vllm"})
+    res = pf.check_vllm(missing, gpus=0)
+    assert levels(res)[0] == "FATAL" and "setup.sh --vllm" in res[0].fix
+    tp = cfg(rollout={"engine": "vllm", "n_replicas": 2}, serving={"vllm_urls": ["http://a", "http://b"],
+                                                                   "vllm_tensor_parallel_size": 2})
+    assert "FATAL" in levels(pf.check_vllm(tp, gpus=2)) and "FATAL" not in levels(pf.check_vllm(tp, gpus=4))
+    hot = cfg(rollout={"engine": "vllm", "temperature": 0.7, "top_p": 0.9}, serving={"vllm_urls": ["http://a"]})
+    assert levels(pf.check_vllm(hot, gpus=0)).count("WARN") == 2
 
 
 def test_sandbox():

@@ -97,15 +97,41 @@ def check_topology(cfg: RunConfig, structure_only: bool = False, cores: int | No
         out.append(warn(name, f"rollout.concurrency={r.concurrency} on {cores} core(s): sandboxes and "
                               "scaffolds will starve each other", f"keep it <= {TRIALS_PER_CORE * cores}"))
     if r.engine == "vllm":
-        if gpus == 0:
-            out.append(warn(name, "engine 'vllm' and no GPU visible: only vLLM's CPU build can serve",
-                            "use rollout.engine='embedded' on CPU hosts"))
-        elif r.n_replicas > gpus:
-            out.append(fatal(name, f"rollout.n_replicas={r.n_replicas} vLLM replicas need {r.n_replicas} GPUs; "
-                                   f"{gpus} visible", f"set rollout.n_replicas <= {gpus}"))
+        out += check_vllm(cfg, gpus)
     elif r.n_replicas > max(gpus, cores):
         out.append(warn(name, f"{r.n_replicas} embedded replicas on {cores} core(s) and {gpus} GPU(s): "
                               "they share the same compute", "use fewer replicas"))
+    return out
+
+
+def check_vllm(cfg: RunConfig, gpus: int) -> list[CheckResult]:
+    """vLLM installed (or attached), replicas x tensor parallel fit the GPUs, logprob semantics."""
+    r, s, name = cfg.rollout, cfg.serving, "vllm"
+    out: list[CheckResult] = []
+    if not s.vllm_urls:
+        from legorl.serving.vllm.server import VLLMNotInstalledError, find_vllm_executable
+
+        try:
+            out.append(ok(name, f"vLLM executable {find_vllm_executable(s.vllm_executable)}"))
+        except VLLMNotInstalledError as e:
+            out.append(fatal(name, str(e).split(": ")[0], "run `bash scripts/setup.sh --vllm` or set "
+                                                           "serving.vllm_executable"))
+    need = r.n_replicas * s.vllm_tensor_parallel_size
+    if gpus == 0:
+        out.append(ok(name, f"no GPU visible: {r.n_replicas} server(s) on vLLM's CPU build, "
+                            f"{s.vllm_kv_cache_gib:g} GiB KV each"))
+    elif need > gpus:
+        out.append(fatal(name, f"{r.n_replicas} vLLM replica(s) x tensor_parallel_size "
+                               f"{s.vllm_tensor_parallel_size} need {need} GPUs; {gpus} visible",
+                         "lower rollout.n_replicas or serving.vllm_tensor_parallel_size"))
+    if r.temperature != 1.0:
+        out.append(warn(name, f"rollout.temperature={r.temperature}: vLLM's prompt logprobs are at temperature "
+                              "1, so a scaffold that rewrites history cannot get its prefix re-scored",
+                        "use temperature 1.0 or the embedded engine for history-rewriting scaffolds"))
+    if r.top_p < 1.0 or r.top_k > 0:
+        out.append(warn(name, "top_p/top_k with vLLM: sampled-token logprobs are of the truncated distribution, "
+                              "the trainer recomputes the full one (ratios drift off 1)",
+                        "keep rollout.top_p=1 and top_k=0 for RL"))
     return out
 
 

@@ -1,7 +1,8 @@
 """In-process placement (the default): engine replicas, server manager and proxy in this process.
 
-Everything binds 127.0.0.1. One replica runs behind the single-replica manager; several replicas
-(threads or child processes) run behind the pool manager with the sticky load balancer and, when
+Everything binds 127.0.0.1. Replicas are embedded engines (threads or child processes) or vLLM
+servers (`rollout.engine = "vllm"`, started and stopped here, or attached by URL). One replica runs
+behind the single-replica manager; several replicas run behind the pool manager with the sticky load balancer and, when
 enabled, the session scheduler. Callers only see the `ServerManager` and the proxy.
 """
 
@@ -32,27 +33,25 @@ class InProcessRuntime:
     @classmethod
     async def start(cls, cfg: RunConfig) -> InProcessRuntime:
         r, s = cfg.rollout, cfg.serving
-        if r.engine != "embedded":
-            raise NotImplementedError(f"rollout.engine={r.engine!r} is not available yet; use 'embedded'")
         model_dir = resolve_model(cfg.model.path)
         engine_kwargs: dict[str, Any] = dict(
             kv_budget_tokens=r.kv_budget_tokens, max_model_len=r.max_prompt_len + r.max_response_len,
             seed=cfg.run.seed, max_num_seqs=max(r.concurrency, 1),
         )
-        manager: Any
-        if r.n_replicas == 1 and not s.scheduler:
+        engines: list[Engine]
+        if r.engine == "vllm":
+            engines = await start_vllm_replicas(cfg, model_dir)
+        elif r.n_replicas == 1:
             engine = EmbeddedEngine.from_pretrained(model_dir, **engine_kwargs)
             await engine.start()
-            manager, engines = SingleReplicaManager(engine, engine.max_model_len), [engine]
+            engines = [engine]
         else:
-            from legorl.serving.balancer import LoadBalancer
-            from legorl.serving.pool_manager import PoolManager, create_pool
+            from legorl.serving.pool_manager import create_pool
 
             engine_kwargs["num_threads"] = s.threads_per_replica or max(1, (os.cpu_count() or 1) // r.n_replicas)
             pool = await create_pool(model_dir, r.n_replicas, placement=s.placement, engine_kwargs=engine_kwargs)
-            manager = PoolManager(pool, LoadBalancer(pool, s.balancer, s.max_sticky_sessions),
-                                  scheduler=s.scheduler_config())
             engines = pool.engines()
+        manager = _manager(cfg, engines)
         tokenizer = load_tokenizer(model_dir)
         proxy = ProxyServer(manager, tokenizer, ProxyConfig(tool_parser=r.tool_parser))
         await proxy.start()
@@ -65,3 +64,54 @@ class InProcessRuntime:
             await close()
         for e in self.engines:
             await e.close()
+
+
+def _manager(cfg: RunConfig, engines: list[Engine]) -> ServerManager:
+    """One replica without the scheduler: the plain manager; otherwise the balanced pool."""
+    s = cfg.serving
+    if len(engines) == 1 and not s.scheduler:
+        return SingleReplicaManager(engines[0], int(engines[0].max_model_len))  # type: ignore[attr-defined]
+    from legorl.serving.balancer import LoadBalancer
+    from legorl.serving.pool import ReplicaPool
+    from legorl.serving.pool_manager import PoolManager
+
+    pool = ReplicaPool(engines)
+    return PoolManager(pool, LoadBalancer(pool, s.balancer, s.max_sticky_sessions), scheduler=s.scheduler_config())
+
+
+async def start_vllm_replicas(cfg: RunConfig, model_dir: Path) -> list[Engine]:
+    """Start (or attach to) `rollout.n_replicas` vLLM servers; they share one weight exporter."""
+    import asyncio
+    import json
+
+    from legorl.serving.vllm import SafetensorsExporter, VLLMEngine, VLLMServerConfig
+
+    r, s = cfg.rollout, cfg.serving
+    model_cfg = json.loads((model_dir / "config.json").read_text())
+    moe = any(model_cfg.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts"))
+    r3 = moe if cfg.model.enable_r3 is None else cfg.model.enable_r3
+    window = int(model_cfg.get("max_position_embeddings") or 0) or None
+    max_len = min(r.max_prompt_len + r.max_response_len, window or 1 << 30)
+    exporter = SafetensorsExporter(Path(s.vllm_weights_dir) if s.vllm_weights_dir else None)
+    work = Path(cfg.run.output_dir) / cfg.run.name / "vllm"
+    if s.vllm_urls:
+        tasks = [VLLMEngine.attach(u, model_dir=model_dir, exporter=exporter, seed=cfg.run.seed + 7919 * i,
+                                   name=f"vllm{i}") for i, u in enumerate(s.vllm_urls)]
+    else:
+        tasks = [VLLMEngine.launch(VLLMServerConfig(
+            model_dir=model_dir, dtype=s.vllm_dtype, max_model_len=max_len, max_num_seqs=max(r.concurrency, 1),
+            seed=cfg.run.seed + 7919 * i, enforce_eager=s.vllm_enforce_eager,
+            tensor_parallel_size=s.vllm_tensor_parallel_size, kv_cache_gib=s.vllm_kv_cache_gib,
+            gpu_memory_utilization=s.vllm_gpu_memory_utilization, return_routed_experts=bool(r3),
+            extra_args=list(s.vllm_extra_args), executable=s.vllm_executable, work_dir=work / f"replica{i}",
+            startup_timeout_s=s.vllm_startup_timeout_sec,
+        ), exporter=exporter, name=f"vllm{i}") for i in range(r.n_replicas)]
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    engines = [e for e in results if not isinstance(e, BaseException)]
+    errors = [e for e in results if isinstance(e, BaseException)]
+    if errors:
+        for e in engines:
+            await e.close()
+        exporter.close()
+        raise errors[0]
+    return list(engines)

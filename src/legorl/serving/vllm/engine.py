@@ -1,0 +1,398 @@
+"""The vLLM engine: one vLLM OpenAI-compatible server driven through the `Engine` protocol.
+
+Token ids in, token ids out: prompts go to `/v1/completions` as id lists with `return_token_ids`
+and per-token logprobs (the server runs with `--logprobs-mode processed_logprobs`, i.e. the
+log-softmax of the temperature-scaled logits the sampler drew from), so nothing is re-tokenized.
+Abort, pause/resume, weight reload and the weight version use vLLM's RL/dev endpoints
+(`VLLM_SERVER_DEV_MODE=1`). KV usage and prefix-cache counters come from `/metrics`, polled in
+the background because the scheduler asks synchronously. vLLM has no prefix-cache probe: the probe
+raises, which the session scheduler treats as "unavailable" and admits.
+
+Pausing is also gated here: while paused, new calls wait in this client and every in-flight call
+has returned before `pause` does, so the version stamped on a request when it is sent is the
+version that served all of its tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import itertools
+import json
+import logging
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+import numpy as np
+
+from legorl.serving.types import (
+    ContextLengthError,
+    EngineClosedError,
+    EngineError,
+    EngineStats,
+    FinishReason,
+    GenerateRequest,
+    InvalidRequestError,
+    PrefixProbe,
+    TokenOutput,
+)
+from legorl.serving.vllm.metrics import VLLMMetrics
+from legorl.serving.vllm.server import VLLMServer, VLLMServerConfig
+from legorl.serving.vllm.weights import (
+    SafetensorsExporter,
+    check_state_dict,
+    checkpoint_shapes,
+    tied_embeddings,
+)
+
+log = logging.getLogger(__name__)
+Mode = Literal["wait", "abort"]
+_FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
+
+
+class PrefixProbeUnavailable(EngineError, NotImplementedError):
+    """Stock vLLM exposes no prefix-cache lookup; the scheduler admits when it sees this."""
+
+
+class VLLMEngine:
+    """See the module docstring. Implements `legorl.serving.types.Engine`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        served_name: str,
+        max_model_len: int,
+        vocab_size: int | None = None,
+        server: VLLMServer | None = None,
+        model_dir: Path | None = None,
+        exporter: SafetensorsExporter | None = None,
+        seed: int = 0,
+        name: str = "vllm",
+        metrics_interval_s: float = 1.0,
+        weight_version: int = 0,
+    ):
+        self.url = url.rstrip("/")
+        self.served_name = served_name
+        self.max_model_len = max_model_len
+        self.vocab_size = vocab_size
+        self.server = server
+        self.model_dir = model_dir
+        self.name = name
+        self._exporter = exporter
+        self._owns_exporter = False
+        self._seed = seed
+        self._order = itertools.count()
+        self._version = weight_version
+        self._metrics_interval_s = metrics_interval_s
+        self._metrics = VLLMMetrics()
+        self._kv_budget = server.kv_budget_tokens() if server else 0
+        self._session: aiohttp.ClientSession | None = None
+        self._poller: asyncio.Task | None = None
+        self._inflight: dict[str, asyncio.Task] = {}
+        self._unpaused = asyncio.Event()
+        self._unpaused.set()
+        self._paused = False
+        self._closed = False
+        self._sync_lock = asyncio.Lock()
+        self._shapes: dict[str, tuple[int, ...]] | None = None
+
+    # -- construction ---------------------------------------------------------------------------
+    @classmethod
+    async def launch(cls, config: VLLMServerConfig, *, exporter: SafetensorsExporter | None = None,
+                     name: str = "vllm") -> VLLMEngine:
+        """Start a server for `config.model_dir` and return an engine that owns it."""
+        server = VLLMServer(config)
+        await server.start()
+        engine = cls(server.url, served_name=config.served_name, max_model_len=config.max_model_len,
+                     vocab_size=_vocab_size(config.model_dir), server=server, model_dir=config.model_dir,
+                     exporter=exporter, seed=config.seed, name=name)
+        log.info("vLLM replica %s ready at %s in %.1f s (log %s)", name, server.url, server.startup_s, server.log_path)
+        return engine
+
+    @classmethod
+    async def attach(cls, url: str, *, model_dir: Path | None = None, exporter: SafetensorsExporter | None = None,
+                     seed: int = 0, name: str = "vllm") -> VLLMEngine:
+        """Drive a server someone else started (it needs VLLM_SERVER_DEV_MODE=1 for weight sync)."""
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
+            try:
+                async with s.get(url.rstrip("/") + "/v1/models") as r:
+                    models = (await r.json())["data"]
+                async with s.get(url.rstrip("/") + "/weight_info") as r:
+                    raw_version = (await r.json()).get("weight_version") if r.status == 200 else None
+            except (TimeoutError, aiohttp.ClientError, KeyError, ValueError) as e:
+                raise EngineError(f"no vLLM server answers at {url}: {e}") from e
+        if not models:
+            raise EngineError(f"the vLLM server at {url} serves no model")
+        version = int(raw_version) if isinstance(raw_version, str) and raw_version.isdigit() else 0
+        return cls(url, served_name=models[0]["id"], max_model_len=int(models[0].get("max_model_len") or 2048),
+                   vocab_size=_vocab_size(model_dir) if model_dir else None, model_dir=model_dir,
+                   exporter=exporter, seed=seed, name=name, weight_version=version)
+
+    # -- protocol ----------------------------------------------------------------------------------
+    @property
+    def weight_version(self) -> int:
+        return self._version
+
+    async def start(self) -> None:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
+            self._poller = asyncio.create_task(self._poll_metrics(), name=f"legorl-vllm-metrics-{self.name}")
+
+    async def generate(self, request: GenerateRequest) -> TokenOutput:
+        self._validate(request.prompt_ids)
+        request.sampling.validate()
+        await self.start()
+        await self._unpaused.wait()
+        self._check_open()
+        task = asyncio.ensure_future(self._generate(request, self._version))
+        self._inflight[request.request_id] = task
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                await self._abort_ids([request.request_id])
+            raise
+        finally:
+            if task.done():
+                self._inflight.pop(request.request_id, None)
+            else:
+                task.add_done_callback(lambda _: self._inflight.pop(request.request_id, None))
+
+    async def _generate(self, request: GenerateRequest, version: int) -> TokenOutput:
+        sp, ids = request.sampling, request.prompt_ids
+        seed = sp.seed if sp.seed is not None else (self._seed * 1_000_003 + next(self._order)) % (2**63)
+        body: dict[str, Any] = {
+            "model": self.served_name, "prompt": list(ids), "request_id": request.request_id,
+            "max_tokens": min(sp.max_tokens, self.max_model_len - len(ids)),
+            "temperature": sp.temperature, "top_p": sp.top_p, "seed": seed,
+            "stop_token_ids": list(sp.stop_token_ids), "ignore_eos": sp.ignore_eos,
+            "logprobs": 0, "return_token_ids": True, "return_tokens_as_token_ids": True,
+            "skip_special_tokens": False,
+        }
+        if sp.top_k > 0:
+            body["top_k"] = sp.top_k
+        t0 = time.perf_counter()
+        data = await self._post("/v1/completions", body)
+        choice = data["choices"][0]
+        tokens = [int(t) for t in choice.get("token_ids") or []]
+        lp = (choice.get("logprobs") or {}).get("token_logprobs") or []
+        if len(lp) != len(tokens):
+            raise EngineError(f"vLLM returned {len(tokens)} tokens but {len(lp)} logprobs")
+        details = (data.get("usage") or {}).get("prompt_tokens_details") or {}
+        out = TokenOutput(
+            request_id=request.request_id, prompt_len=len(ids), token_ids=tokens,
+            logprobs=[float(x) if x is not None else math.nan for x in lp],
+            finish_reason=_FINISH.get(choice.get("finish_reason"), "stop"), weight_version=version,
+            cached_prompt_tokens=int(details.get("cached_tokens") or 0), decode_time_s=time.perf_counter() - t0,
+        )
+        if request.return_routed_experts:
+            self._attach_routing(out, choice.get("routed_experts"))
+        return out
+
+    @staticmethod
+    def _attach_routing(out: TokenOutput, encoded: str | None) -> None:
+        """Rows over prompt + output positions (`num_tokens - 1`), split as `TokenOutput` documents.
+        None when the server runs without --enable-return-routed-experts (a dense model, or R3 off)."""
+        if encoded is None:
+            return
+        routing = np.load(io.BytesIO(base64.b64decode(encoded)), allow_pickle=False).astype(np.int32)
+        split = out.prompt_len - 1
+        out.prompt_routed_experts = routing[:split]
+        out.routed_experts = routing[split:split + len(out.token_ids)]
+
+    async def prompt_logprobs(self, token_ids: list[int], temperature: float = 1.0) -> list[float | None]:
+        """vLLM computes prompt logprobs from the raw logits: only temperature 1 is exact."""
+        if abs(temperature - 1.0) > 1e-6:
+            raise InvalidRequestError(
+                f"vLLM returns prompt logprobs at temperature 1 only (asked {temperature}); "
+                "use rollout.temperature=1.0 with scaffolds that rewrite history, or the embedded engine")
+        self._validate(token_ids)
+        await self.start()
+        await self._unpaused.wait()
+        body = {"model": self.served_name, "prompt": list(token_ids), "max_tokens": 1, "temperature": 0.0,
+                "prompt_logprobs": 0, "return_token_ids": True}
+        data = await self._post("/v1/completions", body)
+        rows = data["choices"][0].get("prompt_logprobs") or []
+        if len(rows) != len(token_ids):
+            raise EngineError(f"vLLM returned {len(rows)} prompt logprobs for {len(token_ids)} tokens")
+        out: list[float | None] = [None]
+        for tok, row in zip(token_ids[1:], rows[1:], strict=True):
+            entry = (row or {}).get(str(tok))
+            if entry is None:
+                raise EngineError(f"vLLM prompt logprobs miss token {tok}")
+            out.append(float(entry["logprob"]))
+        return out
+
+    async def abort(self, request_id: str) -> TokenOutput | None:
+        task = self._inflight.get(request_id)
+        if task is None:
+            return None
+        await self._abort_ids([request_id])
+        try:
+            return await asyncio.shield(task)
+        except EngineError:
+            return None
+
+    async def _abort_ids(self, request_ids: list[str]) -> None:
+        # the completions route names a request "cmpl-<request_id>-<prompt index>"
+        try:
+            await self._post("/abort_requests", {"request_ids": [f"cmpl-{r}-0" for r in request_ids]})
+        except EngineError as e:  # the server is gone: the request is too
+            log.warning("vLLM abort failed on %s: %s", self.name, e)
+
+    def kv_cache_usage(self) -> float:
+        return self._metrics.kv_cache_usage
+
+    def prefix_cache_probe(self, token_ids: list[int]) -> PrefixProbe:
+        raise PrefixProbeUnavailable("vLLM has no prefix-cache probe")
+
+    async def update_weights(self, state_dict: Mapping[str, object], version: int, mode: Mode = "wait") -> None:
+        """Validate, write safetensors (once per version per exporter), reload them in the server, reset
+        its prefix cache (cached KV belongs to the old weights) and record the version."""
+        if self.model_dir is None:
+            raise InvalidRequestError("weight sync to an attached vLLM server needs its model_dir")
+        if self._shapes is None:
+            self._shapes = checkpoint_shapes(self.model_dir)
+        tied = tied_embeddings(self.model_dir)
+        check_state_dict(state_dict, self._shapes, tied)
+        if self._exporter is None:
+            self._exporter, self._owns_exporter = SafetensorsExporter(), True
+        async with self._sync_lock:
+            was_paused = self._paused
+            if not was_paused:
+                await self.pause(mode)
+            try:
+                path = await self._exporter.export(state_dict, version, frozenset({"lm_head.weight"} if tied else ()))
+                await self._post("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(path)}})
+                await self._post("/reset_prefix_cache", None)
+                await self._post("/update_weight_version", {"new_version": str(version)})
+                self._version = version
+            finally:
+                if not was_paused:
+                    await self.resume()
+
+    async def pause(self, mode: Mode = "wait") -> None:
+        """New calls wait here; in-flight ones finish (`wait`) or return partial output (`abort`)."""
+        await self.start()
+        self._paused = True
+        self._unpaused.clear()
+        await self._post(f"/pause?mode={mode}", None)
+        pending = list(self._inflight.values())
+        if pending:
+            await asyncio.gather(*(asyncio.shield(t) for t in pending), return_exceptions=True)
+
+    async def resume(self) -> None:
+        if self._closed:
+            return
+        await self._post("/resume", None)
+        self._paused = False
+        self._unpaused.set()
+
+    def stats(self) -> EngineStats:
+        m = self._metrics
+        cached = m.prefix_cache_hits
+        return EngineStats(
+            weight_version=self._version, running=m.running, waiting=m.waiting,
+            kv_cache_usage=m.kv_cache_usage, kv_budget_tokens=m.kv_budget_tokens or self._kv_budget,
+            prefill_tokens_computed=max(m.prompt_tokens - cached, 0), prefill_tokens_cached=cached,
+            generated_tokens=m.generation_tokens, preemptions=m.preemptions, requests_finished=m.requests_finished,
+            paused=self._paused,
+        )
+
+    async def refresh_metrics(self) -> VLLMMetrics:
+        """Read `/metrics` now (the poller does it every `metrics_interval_s`)."""
+        await self.start()
+        assert self._session is not None
+        try:
+            async with self._session.get(self.url + "/metrics", timeout=aiohttp.ClientTimeout(total=10)) as r:
+                self._metrics = VLLMMetrics.parse(await r.text())
+        except (TimeoutError, aiohttp.ClientError):
+            self._metrics = VLLMMetrics()  # NaN usage: the scheduler sees the probe as unavailable
+        return self._metrics
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._unpaused.set()  # waiting callers wake and fail with EngineClosedError
+        for t in list(self._inflight.values()):
+            t.cancel()
+        if self._poller is not None:
+            self._poller.cancel()
+        if self._session is not None:
+            await self._session.close()
+        if self.server is not None:
+            await self.server.stop()
+        if self._owns_exporter and self._exporter is not None:
+            self._exporter.close()
+
+    # -- internals -----------------------------------------------------------------------------
+    async def _poll_metrics(self) -> None:
+        while not self._closed:
+            await self.refresh_metrics()
+            await asyncio.sleep(self._metrics_interval_s)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EngineClosedError(f"engine {self.name} is closed")
+        if self.server is not None and not self.server.alive:
+            raise EngineClosedError(f"vLLM server of {self.name} died: {self.server.last_error()} "
+                                    f"(log: {self.server.log_path})")
+
+    def _validate(self, ids: list[int]) -> None:
+        self._check_open()
+        if not ids:
+            raise InvalidRequestError("empty prompt: at least one token is required")
+        bad = [t for t in ids if not isinstance(t, int) or t < 0 or (self.vocab_size and t >= self.vocab_size)]
+        if bad:
+            raise InvalidRequestError(f"token id {bad[0]!r} is outside the vocabulary [0, {self.vocab_size})")
+        if len(ids) >= self.max_model_len:
+            raise ContextLengthError(
+                f"prompt of {len(ids)} tokens leaves no room in the model's context of {self.max_model_len}",
+                len(ids), self.max_model_len)
+
+    async def _post(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        await self.start()
+        assert self._session is not None
+        try:
+            async with self._session.post(self.url + path, json=body) as r:
+                text = await r.text()
+                status = r.status
+        except aiohttp.ClientError as e:
+            self._check_open()
+            raise EngineError(f"vLLM server {self.url} failed on {path}: {e}") from e
+        if status >= 400:
+            message = _error_message(text)
+            if status == 400 and ("context length" in message or "maximum model length" in message):
+                raise ContextLengthError(message, 0, self.max_model_len)
+            if 400 <= status < 500:
+                raise InvalidRequestError(f"vLLM refused {path}: {message}")
+            raise EngineError(f"vLLM server error on {path} (HTTP {status}): {message}")
+        try:
+            return json.loads(text) if text else {}
+        except ValueError as e:
+            raise EngineError(f"vLLM returned non-JSON on {path}: {text[:200]}") from e
+
+
+def _error_message(text: str) -> str:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:500]
+    err = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("detail") or err)[:500]
+    return str(err)[:500]
+
+
+def _vocab_size(model_dir: Path | None) -> int | None:
+    try:
+        return int(json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"])  # type: ignore[arg-type]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

