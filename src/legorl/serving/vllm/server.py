@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -109,6 +110,7 @@ class VLLMServer:
         self.log_path = self.work_dir / f"server-{self.port}.log"
         self.proc: subprocess.Popen | None = None
         self.startup_s = 0.0
+        self._tmp: str | None = None  # TMPDIR: short (vLLM puts unix sockets there, 107-byte path limit)
 
     def command(self) -> list[str]:
         c = self.config
@@ -136,15 +138,17 @@ class VLLMServer:
             "VLLM_CPU_KVCACHE_SPACE": str(int(self.config.kv_cache_gib)),
             "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
             "VLLM_CACHE_ROOT": str(w / "cache"), "TORCHINDUCTOR_CACHE_DIR": str(w / "inductor"),
-            "TMPDIR": str(w / "tmp"), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
+            "TMPDIR": self._tmp or tempfile.gettempdir(), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
         })
         env.pop("PYTHONPATH", None)  # the trainer's path must not leak into vLLM's venv
         env.update(self.config.env)
         return env
 
     async def start(self) -> None:
-        for d in ("cache", "inductor", "tmp"):
+        for d in ("cache", "inductor"):
             (self.work_dir / d).mkdir(parents=True, exist_ok=True)
+        self._tmp = tempfile.mkdtemp(prefix="legorl-vllm-")
+        atexit.register(shutil.rmtree, self._tmp, True)
         cmd = self.command()
         t0 = time.monotonic()
         with open(self.log_path, "ab") as log:
@@ -213,6 +217,7 @@ class VLLMServer:
         """SIGTERM the server's process group, SIGKILL what is left after `timeout_s`."""
         proc = self.proc
         if proc is None or proc.poll() is not None:
+            self._remove_tmp()
             return
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -228,4 +233,10 @@ class VLLMServer:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        self._remove_tmp()
+
+    def _remove_tmp(self) -> None:
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
