@@ -54,6 +54,16 @@ async def engine(server, smollm_dir):
     await eng.close()
 
 
+async def wait_generating(engine: VLLMEngine, n: int = 5, timeout_s: float = 60) -> None:
+    """Until the server has generated `n` more tokens (its /metrics counter) than when called."""
+    base = (await engine.refresh_metrics()).generation_tokens
+    for _ in range(int(timeout_s / 0.1)):
+        if (await engine.refresh_metrics()).generation_tokens >= base + n:
+            return
+        await asyncio.sleep(0.1)
+    raise TimeoutError("the server generated nothing")
+
+
 def sp(**kw) -> SamplingParams:
     return SamplingParams(**{"temperature": 1.0, "max_tokens": 16, **kw})
 
@@ -94,7 +104,7 @@ async def test_abort_returns_partial_output(engine, smollm_dir):
     ids = prompt(smollm_dir)
     req = GenerateRequest(ids, sp(max_tokens=600, ignore_eos=True, seed=0))
     task = asyncio.create_task(engine.generate(req))
-    await asyncio.sleep(1.5)
+    await wait_generating(engine)
     partial = await engine.abort(req.request_id)
     out = await task
     assert partial is not None and partial.finish_reason == out.finish_reason == "abort"
@@ -111,7 +121,7 @@ async def test_pause_holds_new_work_and_abort_mode_cuts_inflight(engine, smollm_
     await engine.resume()
     assert len((await asyncio.wait_for(held, 60)).token_ids) >= 1
     running = asyncio.create_task(engine.generate(GenerateRequest(ids, sp(max_tokens=600, ignore_eos=True))))
-    await asyncio.sleep(1.5)
+    await wait_generating(engine)
     await engine.pause("abort")
     assert running.done()  # pause returns only once in-flight calls have their (partial) output
     assert (await running).finish_reason == "abort"
@@ -155,7 +165,8 @@ async def test_weight_update_serves_exactly_the_new_weights(engine, server, smol
             await engine.update_weights({"nope.weight": torch.zeros(1)}, version=5)
         with pytest.raises(InvalidRequestError, match="shape"):
             await engine.update_weights({"model.norm.weight": torch.zeros(3)}, version=5)
-        assert engine.weight_version == 0
+        v0 = engine.weight_version
+        assert v0 == 0  # first update of this server (the partial-rollout test runs after this one)
         await engine.update_weights(new, version=1)
         assert engine.weight_version == 1
         assert json.load(urllib.request.urlopen(server.url + "/weight_info"))["weight_version"] == "1"
@@ -171,6 +182,37 @@ async def test_weight_update_serves_exactly_the_new_weights(engine, server, smol
         model.load_state_dict(original)
     assert max(abs(a - b) for a, b in zip(await engine.prompt_logprobs(ids), before, strict=True)
                if a is not None) < TOL  # the full original state dict restores the served model
+
+
+async def test_partial_rollout_resumes_across_a_weight_sync(engine, smollm_dir, model):
+    """Async mode's sync: pause with abort, reload, resume the cut generation under the new weights."""
+    from legorl.serving.manager import SingleReplicaManager
+    from legorl.serving.partial import PartialRolloutManager
+    from legorl.serving.weight_sync import WeightSync
+
+    manager = PartialRolloutManager(SingleReplicaManager(engine, MAX_LEN))
+    ids = prompt(smollm_dir)
+    v0 = engine.weight_version
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(1)
+    new = {k: v + 0.02 * torch.randn_like(v) for k, v in original.items() if "layers.2." in k}
+    gen = asyncio.create_task(manager.generate(GenerateRequest(ids, sp(max_tokens=120, ignore_eos=True, seed=5))))
+    await wait_generating(engine)
+    try:
+        async with manager.syncing():
+            await WeightSync([engine]).push(new, mode="abort")
+        out = await gen
+        vs = out.versions()
+        assert manager.partial == 1 and len(out.token_ids) == 120 and set(vs) == {v0, v0 + 1} and vs == sorted(vs)
+        cut = vs.index(v0 + 1)
+        old_ref = teacher_forced(model, ids + out.token_ids, 1.0)[len(ids) - 1:]
+        model.load_state_dict(new, strict=False)
+        new_ref = teacher_forced(model, ids + out.token_ids, 1.0)[len(ids) - 1:]
+        assert max(abs(a - b) for a, b in zip(out.logprobs[:cut], old_ref[:cut], strict=True)) < TOL
+        assert max(abs(a - b) for a, b in zip(out.logprobs[cut:], new_ref[cut:], strict=True)) < TOL
+    finally:
+        await engine.update_weights(original, version=v0 + 2)
+        model.load_state_dict(original)
 
 
 async def test_startup_failure_reports_the_servers_error(vllm_executable, tmp_path):

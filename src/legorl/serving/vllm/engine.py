@@ -141,7 +141,10 @@ class VLLMEngine:
 
     async def start(self) -> None:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
+            # idle connections are dropped before uvicorn's 5 s keep-alive closes them under us
+            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=2.0)
+            self._session = aiohttp.ClientSession(connector=connector,
+                                                  timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
             self._poller = asyncio.create_task(self._poll_metrics(), name=f"legorl-vllm-metrics-{self.name}")
 
     async def generate(self, request: GenerateRequest) -> TokenOutput:
@@ -360,13 +363,20 @@ class VLLMEngine:
     async def _post(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         await self.start()
         assert self._session is not None
-        try:
-            async with self._session.post(self.url + path, json=body) as r:
-                text = await r.text()
-                status = r.status
-        except aiohttp.ClientError as e:
-            self._check_open()
-            raise EngineError(f"vLLM server {self.url} failed on {path}: {e}") from e
+        for attempt in (0, 1):
+            try:
+                async with self._session.post(self.url + path, json=body) as r:
+                    text = await r.text()
+                    status = r.status
+                break
+            except aiohttp.ServerDisconnectedError as e:
+                # a pooled connection the server had just closed: control calls are safe to repeat
+                self._check_open()
+                if attempt or path.startswith("/v1/"):
+                    raise EngineError(f"vLLM server {self.url} failed on {path}: {e}") from e
+            except aiohttp.ClientError as e:
+                self._check_open()
+                raise EngineError(f"vLLM server {self.url} failed on {path}: {e}") from e
         if status >= 400:
             message = _error_message(text)
             if status == 400 and ("context length" in message or "maximum model length" in message):
