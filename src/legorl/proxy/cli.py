@@ -1,4 +1,5 @@
-"""`legorl serve`: the embedded engine + proxy as a standalone server (torch is imported lazily)."""
+"""`legorl serve`: an engine (embedded, or a vLLM server) + the proxy as a standalone server
+(torch is imported lazily)."""
 
 from __future__ import annotations
 
@@ -19,18 +20,18 @@ async def run_server(
     kv_budget_tokens: int = 65536,
     ready: asyncio.Future | None = None,
     stop: asyncio.Event | None = None,
+    engine_kind: str = "embedded",
 ) -> None:
     """Serve until `stop` is set (or SIGINT/SIGTERM); closing writes every open session's trajectory."""
     from legorl.models.chat import load_tokenizer
     from legorl.models.store import resolve_model
     from legorl.proxy.config import ProxyConfig
     from legorl.proxy.server import ProxyServer
-    from legorl.serving.embedded import EmbeddedEngine
+    from legorl.serving.launch import start_engine
     from legorl.serving.manager import SingleReplicaManager
 
     path = resolve_model(model)
-    engine = EmbeddedEngine.from_pretrained(path, kv_budget_tokens=kv_budget_tokens, seed=0)
-    await engine.start()
+    engine: Any = await start_engine(path, engine_kind, kv_budget_tokens=kv_budget_tokens, seed=0)
     config = ProxyConfig(
         host=host, port=port, tool_parser=tool_parser, model_name=Path(str(model)).name,
         trajectories_dir=trajectories, management_routes=True, bare_routes=True,
@@ -47,7 +48,7 @@ async def run_server(
             pass
     try:
         await proxy.start()
-        print(f"legorl serve: model {model} on {proxy.url}", flush=True)
+        print(f"legorl serve: model {model} ({engine_kind} engine) on {proxy.url}", flush=True)
         print(f"  sessions:  POST {proxy.url}/sessions  ->  session_id, openai_base_url, anthropic_base_url",
               flush=True)
         print(f"  OpenAI:    {proxy.url}/v1   (X-Session-ID header, or a new session per request)", flush=True)
@@ -71,11 +72,16 @@ def register(app: Any) -> None:
         port: int = typer.Option(0, "--port", help="0: pick a free port"),
         trajectories: Path | None = typer.Option(None, "--trajectories", help="write <DIR>/<session>/proxy_trajectory.json"),
         tool_parser: str = typer.Option("hermes", "--tool-parser"),
-        kv_budget_tokens: int = typer.Option(65536, "--kv-budget-tokens"),
+        kv_budget_tokens: int = typer.Option(65536, "--kv-budget-tokens", help="embedded engine's KV budget"),
+        engine: str = typer.Option("embedded", "--engine", help="embedded, or vllm (a vLLM server legorl starts)"),
     ) -> None:
-        """Run the embedded engine behind the OpenAI / Anthropic proxy until Ctrl-C."""
+        """Run an engine (embedded or vLLM) behind the OpenAI / Anthropic proxy until Ctrl-C."""
         from legorl.proxy.parsers import available_parsers
 
         if tool_parser not in available_parsers():
             raise typer.BadParameter(f"unknown tool parser; available: {', '.join(available_parsers())}")
-        asyncio.run(run_server(model, host, port, trajectories, tool_parser, kv_budget_tokens))
+        from legorl.serving.launch import ENGINE_KINDS
+
+        if engine not in ENGINE_KINDS:
+            raise typer.BadParameter(f"unknown engine {engine!r}; use one of {', '.join(ENGINE_KINDS)}")
+        asyncio.run(run_server(model, host, port, trajectories, tool_parser, kv_budget_tokens, engine_kind=engine))

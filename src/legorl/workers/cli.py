@@ -23,6 +23,7 @@ TASK_IDS = typer.Option(None, "--task", help="Only these task ids (repeatable; g
 LIMIT = typer.Option(None, "--limit", help="Only the first N tasks.")
 AGENT_OPT = typer.Option(None, "--agent-opt", help="Scaffold option key=value (repeatable; values parsed as JSON).")
 SEED = typer.Option(0, "--seed", help="Engine seed.")
+ENGINE = typer.Option("embedded", "--engine", help="embedded, or vllm (a vLLM server legorl starts; see docs/vllm.md).")
 
 
 def register(app: typer.Typer) -> None:
@@ -73,7 +74,7 @@ def _agent_opts(opts: list[str] | None) -> dict[str, Any]:
 
 def _setup(agent: str, model: str | None, base_url: str | None, concurrency: int, temperature: float,
            max_turns: int, max_tokens: int, timeout: float | None, backend: str, agent_opt: list[str] | None,
-           seed: int, output: Path | None, exp: str) -> tuple[Any, Any]:
+           seed: int, output: Path | None, exp: str, engine: str = "embedded") -> tuple[Any, Any]:
     from legorl.agents.base import ScaffoldLimits
     from legorl.env import BACKENDS
     from legorl.workers.config import WorkerConfig
@@ -82,7 +83,8 @@ def _setup(agent: str, model: str | None, base_url: str | None, concurrency: int
     checks = [(concurrency >= 1, "--concurrency must be >= 1"), (temperature >= 0, "--temperature must be >= 0"),
               (max_turns >= 1, "--max-turns must be >= 1"), (max_tokens >= 1, "--max-tokens must be >= 1"),
               (timeout is None or timeout > 0, "--timeout must be > 0"),
-              (backend in (*BACKENDS, "k8s"), f"--backend must be one of {', '.join(BACKENDS)}")]
+              (backend in (*BACKENDS, "k8s"), f"--backend must be one of {', '.join(BACKENDS)}"),
+              (engine in ("embedded", "vllm"), "--engine must be embedded or vllm")]
     for ok, msg in checks:
         if not ok:
             _fail(msg)
@@ -105,7 +107,7 @@ def _setup(agent: str, model: str | None, base_url: str | None, concurrency: int
                        agent_timeout_sec=timeout, output_root=output, exp_name=exp)
     if needs_model and base_url:
         typer.echo("note: --base-url: the server is used as is, tokens are not captured (eval only)", err=True)
-    return cfg, PolicySpec(model=model, base_url=base_url, seed=seed)
+    return cfg, PolicySpec(model=model, base_url=base_url, seed=seed, engine=engine)
 
 
 def _run(tasks: list[Any], k: int, cfg: Any, policy: Any, title: str) -> Any:
@@ -152,14 +154,14 @@ def eval_cmd(
     concurrency: int = CONCURRENCY, temperature: float = TEMPERATURE, max_turns: int = MAX_TURNS,
     max_tokens: int = MAX_TOKENS, timeout: float | None = TIMEOUT, backend: str = BACKEND,
     task: list[str] | None = TASK_IDS, limit: int | None = LIMIT, agent_opt: list[str] | None = AGENT_OPT,
-    seed: int = SEED,
+    seed: int = SEED, engine: str = ENGINE,
 ) -> None:
     """Run a scaffold + model over a task set, k attempts per task; report pass@1 and pass@k."""
     if k < 1:
         _fail("-k must be >= 1")
     tasks = _load(tasks_path, task, limit)
     cfg, policy = _setup(agent, model, base_url, concurrency, temperature, max_turns, max_tokens, timeout,
-                         backend, agent_opt, seed, output, "eval")
+                         backend, agent_opt, seed, output, "eval", engine)
     report = _run(tasks, k, cfg, policy, f"eval {agent}")
     _table(report, k)
     if output is not None:
@@ -197,7 +199,7 @@ def infer_cmd(
     concurrency: int = CONCURRENCY, temperature: float = typer.Option(1.0, "--temperature", "-t"),
     max_turns: int = MAX_TURNS, max_tokens: int = MAX_TOKENS, timeout: float | None = TIMEOUT,
     backend: str = BACKEND, task: list[str] | None = TASK_IDS, limit: int | None = LIMIT,
-    agent_opt: list[str] | None = AGENT_OPT, seed: int = SEED,
+    agent_opt: list[str] | None = AGENT_OPT, seed: int = SEED, engine: str = ENGINE,
 ) -> None:
     """Keep the tasks whose solve count out of N lies in the band (they give RL a signal); write an index."""
     from legorl.tasks.filter import PassRateFilter
@@ -213,7 +215,7 @@ def infer_cmd(
         _fail(f"-o {out}: the index must be a .parquet file")
     tasks = _load(tasks_path, task, limit)
     cfg, policy = _setup(agent, model, base_url, concurrency, temperature, max_turns, max_tokens, timeout,
-                         backend, agent_opt, seed, output, "infer")
+                         backend, agent_opt, seed, output, "infer", engine)
     report = _run(tasks, n, cfg, policy, f"infer {agent}")
     _table(report, n)
     # The band in solve counts is the pass-rate filter's open interval on the mean, half a count wider.

@@ -126,6 +126,7 @@ class PolicySpec:
     max_model_len: int | None = None
     tool_parser: str = "hermes"
     seed: int = 0
+    engine: str = "embedded"  # or "vllm": a vLLM server legorl starts for the run
 
 
 class PolicyStack:
@@ -147,14 +148,12 @@ class PolicyStack:
         from legorl.models import DEFAULT_MODEL, resolve_model
         from legorl.models.chat import load_tokenizer
         from legorl.proxy import ProxyConfig, ProxyServer
-        from legorl.serving.embedded import EmbeddedEngine
+        from legorl.serving.launch import start_engine
         from legorl.serving.manager import SingleReplicaManager
 
         path = resolve_model(s.model or DEFAULT_MODEL)
-        self.engine = await asyncio.to_thread(
-            EmbeddedEngine.from_pretrained, path, kv_budget_tokens=s.kv_budget_tokens, seed=s.seed,
-            max_model_len=s.max_model_len,
-        )
+        self.engine = await start_engine(path, s.engine, kv_budget_tokens=s.kv_budget_tokens, seed=s.seed,
+                                         max_model_len=s.max_model_len)
         tok = await asyncio.to_thread(load_tokenizer, path)
         manager = SingleReplicaManager(self.engine, self.engine.max_model_len)
         self.proxy = ProxyServer(manager, tok, ProxyConfig(tool_parser=s.tool_parser))
