@@ -67,7 +67,7 @@ def test_parser_without_native_tools_is_fine(tmp_path, smollm_dir):
     assert levels(check_tool_parser(cfg(), d, structure_only=True)) == ["SKIP"]
 
 
-def test_r3(tmp_path):
+def test_r3(tmp_path, monkeypatch):
     dense = fake_model(tmp_path, PLAIN_TPL, max_position_embeddings=512)
     assert levels(check_r3(cfg(model={"enable_r3": True}), dense), "r3") == ["FATAL"]
     assert levels(check_r3(cfg(), dense), "r3") == ["PASS"]
@@ -77,6 +77,12 @@ def test_r3(tmp_path):
     moe = fake_model(tmp_path / "moe", PLAIN_TPL, num_local_experts=4)
     assert levels(check_r3(cfg(model={"enable_r3": False}), moe)) == ["WARN"]
     assert levels(check_r3(cfg(), moe)) == ["PASS"]
+    # vLLM's CPU build cannot return routed experts (Model Runner V2 needs Triton on a GPU)
+    monkeypatch.setattr(pf, "count_gpus", lambda: 0)
+    assert levels(check_r3(cfg(rollout={"engine": "vllm"}), moe)) == ["PASS", "FATAL"]
+    assert levels(check_r3(cfg(rollout={"engine": "vllm"}, model={"enable_r3": False}), moe)) == ["WARN"]
+    monkeypatch.setattr(pf, "count_gpus", lambda: 1)
+    assert levels(check_r3(cfg(rollout={"engine": "vllm"}), moe)) == ["PASS"]
 
 
 def test_batch_raw_and_dict():

