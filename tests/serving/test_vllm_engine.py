@@ -233,6 +233,31 @@ async def test_moe_model_serves_exact_logprobs(vllm_executable, tmp_path):
         await eng.close()
 
 
+async def test_a_dead_server_is_restarted_with_the_weights_it_served(vllm_executable, smollm_dir, model, tmp_path):
+    """kill -9 the whole server: the next call restarts it, reloads the newest weight version and
+    answers as before; a call cut by the crash is run again whole."""
+    import os
+    import signal
+
+    eng = await VLLMEngine.launch(VLLMServerConfig(model_dir=smollm_dir, max_model_len=MAX_LEN, kv_cache_gib=1,
+                                                   executable=vllm_executable, work_dir=tmp_path / "w"))
+    try:
+        ids = prompt(smollm_dir)
+        torch.manual_seed(2)
+        new = {k: v + 0.02 * torch.randn_like(v) for k, v in model.state_dict().items() if "layers.3." in k}
+        await eng.update_weights(new, version=1)
+        served = await eng.prompt_logprobs(ids)
+        cut = asyncio.create_task(eng.generate(GenerateRequest(ids, sp(max_tokens=300, ignore_eos=True, seed=4))))
+        await wait_generating(eng)
+        os.killpg(eng.server.proc.pid, signal.SIGKILL)
+        out = await asyncio.wait_for(cut, 300)
+        assert len(out.token_ids) == 300 and out.weight_version == 1 and eng.restarts == 1
+        assert max(abs(a - b) for a, b in zip(await eng.prompt_logprobs(ids), served, strict=True)
+                   if a is not None) < TOL
+    finally:
+        await eng.close()
+
+
 async def test_startup_failure_reports_the_servers_error(vllm_executable, tmp_path):
     bad = tmp_path / "model"
     bad.mkdir()

@@ -76,6 +76,7 @@ class VLLMEngine:
         name: str = "vllm",
         metrics_interval_s: float = 1.0,
         weight_version: int = 0,
+        max_restarts: int = 3,
     ):
         self.url = url.rstrip("/")
         self.served_name = served_name
@@ -101,6 +102,9 @@ class VLLMEngine:
         self._closed = False
         self._sync_lock = asyncio.Lock()
         self._shapes: dict[str, tuple[int, ...]] | None = None
+        self.max_restarts = max_restarts  # an owned server that dies is restarted with its weights
+        self.restarts = 0
+        self._revive_lock = asyncio.Lock()
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
@@ -152,8 +156,8 @@ class VLLMEngine:
         request.sampling.validate()
         await self.start()
         await self._unpaused.wait()
-        self._check_open()
-        task = asyncio.ensure_future(self._generate(request, self._version))
+        await self._ensure_alive()
+        task = asyncio.ensure_future(self._generate_surviving(request))
         self._inflight[request.request_id] = task
         try:
             return await asyncio.shield(task)
@@ -167,9 +171,21 @@ class VLLMEngine:
             else:
                 task.add_done_callback(lambda _: self._inflight.pop(request.request_id, None))
 
-    async def _generate(self, request: GenerateRequest, version: int) -> TokenOutput:
+    async def _generate_surviving(self, request: GenerateRequest) -> TokenOutput:
+        """A call cut by the server's death runs again, whole, on the restarted server (same seed)."""
+        seed = request.sampling.seed
+        if seed is None:  # drawn once, so a re-run after a restart samples the same tokens
+            seed = (self._seed * 1_000_003 + next(self._order)) % (2**63)
+        try:
+            return await self._generate(request, self._version, seed)
+        except EngineError:
+            if self._closed or self.server is None or not await self.server.died(within_s=3.0):
+                raise
+        await self._ensure_alive()
+        return await self._generate(request, self._version, seed)
+
+    async def _generate(self, request: GenerateRequest, version: int, seed: int) -> TokenOutput:
         sp, ids = request.sampling, request.prompt_ids
-        seed = sp.seed if sp.seed is not None else (self._seed * 1_000_003 + next(self._order)) % (2**63)
         body: dict[str, Any] = {
             "model": self.served_name, "prompt": list(ids), "request_id": request.request_id,
             "max_tokens": min(sp.max_tokens, self.max_model_len - len(ids)),
@@ -218,6 +234,7 @@ class VLLMEngine:
         self._validate(token_ids)
         await self.start()
         await self._unpaused.wait()
+        await self._ensure_alive()
         body = {"model": self.served_name, "prompt": list(token_ids), "max_tokens": 1, "temperature": 0.0,
                 "prompt_logprobs": 0, "return_token_ids": True}
         data = await self._post("/v1/completions", body)
@@ -264,6 +281,7 @@ class VLLMEngine:
             self._shapes = checkpoint_shapes(self.model_dir)
         tied = tied_embeddings(self.model_dir)
         check_state_dict(state_dict, self._shapes, tied)
+        await self._ensure_alive()
         if self._exporter is None:
             self._exporter, self._owns_exporter = SafetensorsExporter(), True
         async with self._sync_lock:
@@ -344,9 +362,31 @@ class VLLMEngine:
     def _check_open(self) -> None:
         if self._closed:
             raise EngineClosedError(f"engine {self.name} is closed")
-        if self.server is not None and not self.server.alive:
-            raise EngineClosedError(f"vLLM server of {self.name} died: {self.server.last_error()} "
-                                    f"(log: {self.server.log_path})")
+        if self.server is not None and not self.server.alive and self.restarts >= self.max_restarts:
+            raise EngineClosedError(f"vLLM server of {self.name} died {self.restarts + 1} times, last: "
+                                    f"{self.server.last_error()} (log: {self.server.log_path})")
+
+    async def _ensure_alive(self) -> None:
+        """Restart an owned server that died (up to `max_restarts` times) and give it back the weight
+        version it served: the newest exported version, or the checkpoint for version 0."""
+        if self.server is None or self.server.alive or self._closed:
+            return
+        async with self._revive_lock:
+            if self.server.alive:
+                return
+            self._check_open()
+            self.restarts += 1
+            log.warning("vLLM server of %s died (%s); restarting it (%d of %d)", self.name,
+                        self.server.last_error(), self.restarts, self.max_restarts)
+            await self.server.restart()
+            latest = self._exporter.latest if self._exporter else None
+            if self._version == 0 and latest is None:
+                return
+            if latest is None or latest[0] != self._version:
+                raise EngineClosedError(f"vLLM server of {self.name} restarted but the weights of version "
+                                        f"{self._version} are no longer on disk")
+            await self._post("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(latest[1])}})
+            await self._post("/update_weight_version", {"new_version": str(self._version)})
 
     def _validate(self, ids: list[int]) -> None:
         self._check_open()

@@ -211,6 +211,19 @@ class VLLMServer:
                 return int(m.group(1).replace(",", ""))
         return 0
 
+    async def died(self, within_s: float = 0.0) -> bool:
+        """Whether the server process is gone, waiting up to `within_s` for a dying one to exit."""
+        deadline = time.monotonic() + within_s
+        while self.alive and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        return not self.alive
+
+    async def restart(self) -> None:
+        """Stop whatever is left of the server and start it again on the same port."""
+        await self.stop(timeout_s=10.0)
+        self.proc = None
+        await self.start()
+
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -75,6 +75,11 @@ class SafetensorsExporter:
         self._lock = asyncio.Lock()
         self._written: tuple[int, Path] | None = None
 
+    @property
+    def latest(self) -> tuple[int, Path] | None:
+        """(version, directory) of the newest version written, if any."""
+        return self._written
+
     async def export(self, state_dict: Mapping[str, Any], version: int, skip: frozenset[str] = frozenset()) -> Path:
         async with self._lock:
             if self._written and self._written[0] == version:
