@@ -44,11 +44,29 @@ _register_optional()
 
 
 def main() -> None:
-    try:
-        app()
-    except KeyboardInterrupt:
-        sys.exit(130)
+    """Run the app; usage errors become one line (`error: ... (see 'legorl X --help')`), exit 2."""
+    try:  # typer >= 0.20 vendors click
+        from typer._click import exceptions as cx
+    except ImportError:  # pragma: no cover - older typer uses click itself
+        from click import exceptions as cx  # type: ignore[no-redef]
 
+    try:
+        rc = app(standalone_mode=False)
+    except cx.NoArgsIsHelpError as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
+        sys.exit(2)
+    except cx.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "legorl"
+        typer.echo(f"error: {exc.format_message()} (see '{where} --help')", err=True)
+        sys.exit(2)
+    except cx.ClickException as exc:
+        typer.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
+        sys.exit(130)
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 if __name__ == "__main__":
     main()

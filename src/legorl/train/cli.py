@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         try:
             cfg = load_config(config, overrides or [])
         except ConfigError as exc:
-            _fail([f"{config}: {p}" for p in exc.problems])
+            _fail([p if p.startswith(str(config)) else f"{config}: {p}" for p in exc.problems])
         if not skip_preflight:
             from legorl.ops.preflight import print_results, run_preflight
 
@@ -40,6 +40,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo("error: preflight found FATAL problems; fix them (or see `legorl preflight`)", err=True)
                 raise typer.Exit(2)
         from legorl.models import ModelNotFoundError
+        from legorl.serving.types import EngineError
         from legorl.tasks import TaskValidationError
         from legorl.train.loop import RunDirExistsError
         from legorl.train.run import train
@@ -52,6 +53,9 @@ def register(app: typer.Typer) -> None:
         except LogprobMismatchError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(3) from None
+        except EngineError as exc:  # e.g. a vLLM server that would not start: its own error, one line
+            typer.echo(f"error: {str(exc).splitlines()[0]}", err=True)
+            raise typer.Exit(1) from None
 
     @app.command("config")
     def config_cmd(
