@@ -378,7 +378,10 @@ class VLLMEngine:
             self.restarts += 1
             log.warning("vLLM server of %s died (%s); restarting it (%d of %d)", self.name,
                         self.server.last_error(), self.restarts, self.max_restarts)
-            await self.server.restart()
+            try:
+                await self.server.restart()
+            except EngineError as exc:  # closed: a pool fails the replica's calls over to the others
+                raise EngineClosedError(f"vLLM server of {self.name} died and did not restart: {exc}") from exc
             latest = self._exporter.latest if self._exporter else None
             if self._version == 0 and latest is None:
                 return
