@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import time
 
 import pytest
 import torch
@@ -11,6 +14,7 @@ from transformers import AutoModelForCausalLM
 from legorl.models import ModelNotFoundError
 from legorl.models.chat import chat_ids, load_tokenizer
 from legorl.serving.embedded import EmbeddedEngine
+from legorl.serving.embedded.omp import _pause_fn
 from legorl.serving.types import (
     ContextLengthError,
     EngineClosedError,
@@ -223,3 +227,34 @@ async def test_calls_racing_with_close_fail_fast(tiny_llama_dir):
         await asyncio.wait_for(racing, 10)
     with pytest.raises(EngineClosedError):
         await eng.generate(req)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or _pause_fn() is None, reason="needs GNU libgomp")
+async def test_idle_openmp_workers_of_other_threads_are_freed(tiny_llama_dir):
+    """libgomp throttles every team once idle pools elsewhere outnumber the CPUs: calls into the
+    engine free the caller's idle workers, and an engine going idle frees its own."""
+
+    def os_threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    async def settles_below(n: int) -> bool:
+        deadline = time.monotonic() + 5
+        while os_threads() >= n and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return os_threads() < n
+
+    before = torch.get_num_threads()
+    eng = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=1024, num_threads=2)
+    try:
+        torch.set_num_threads(2)
+        base = os_threads()
+        torch.exp(torch.randn(1 << 20))  # a parallel region on this thread starts its worker pool
+        assert os_threads() > base
+        req = GenerateRequest([1, 2, 3], SamplingParams(max_tokens=4))
+        assert len((await eng.generate(req)).token_ids) == 4
+        # this thread's pool was freed by the call, the engine thread's once it went idle
+        assert await settles_below(base + 2)  # + the engine thread itself
+        assert len((await eng.generate(req)).token_ids) == 4
+    finally:
+        torch.set_num_threads(before)
+        await eng.close()

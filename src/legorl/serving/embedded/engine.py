@@ -25,6 +25,7 @@ import torch
 
 from legorl.models.moe import RoutingRecorder
 from legorl.serving.embedded.blocks import BlockPool, chain_hashes
+from legorl.serving.embedded.omp import release_idle_workers
 from legorl.serving.embedded.runner import ModelRunner, probe_kv_dims
 from legorl.serving.embedded.sampler import sample_rows
 from legorl.serving.embedded.sequence import Sequence
@@ -99,6 +100,13 @@ class EmbeddedEngine:
         self._counters = dict.fromkeys(
             ["prefill_computed", "prefill_cached", "generated", "preemptions", "finished"], 0
         )
+        self._release_caller_omp()  # the probe forward above started one on this thread
+
+    def _release_caller_omp(self) -> None:
+        """Free the calling thread's idle OpenMP workers so the engine thread's team keeps spinning
+        (see `omp.py`; a single-threaded engine starts no team and needs nothing)."""
+        if self.num_threads > 1:
+            release_idle_workers()
 
     @classmethod
     def from_pretrained(cls, spec: str | Path, dtype: torch.dtype = torch.float32, **kwargs: Any) -> EmbeddedEngine:
@@ -126,6 +134,7 @@ class EmbeddedEngine:
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         self._validate(request)
         await self.start()
+        self._release_caller_omp()
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         seed = request.sampling.seed
@@ -227,6 +236,7 @@ class EmbeddedEngine:
         if self._closed:
             raise EngineClosedError("engine is closed")
         await self.start()
+        self._release_caller_omp()
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         self._submit((kind, *args, (loop, fut)))
@@ -252,7 +262,9 @@ class EmbeddedEngine:
         torch.set_grad_enabled(False)
         # (re)binding the intra-op pool from this thread measurably speeds up its forwards
         torch.set_num_threads(self.num_threads)
+        busy = False
         while True:
+            was_busy = busy
             try:
                 if not self._drain():
                     self._reject_pending()
@@ -263,6 +275,8 @@ class EmbeddedEngine:
                 self._fail_all(EngineError(f"engine step failed: {exc!r}"))
                 busy = False
             if not busy:
+                if was_busy and self.num_threads > 1:
+                    release_idle_workers()  # an idle engine must not throttle other threads' teams
                 self._wake.wait(0.05)
                 self._wake.clear()
 
