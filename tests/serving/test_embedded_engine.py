@@ -9,10 +9,8 @@ import time
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
 from legorl.models import ModelNotFoundError
-from legorl.models.chat import chat_ids, load_tokenizer
 from legorl.serving.embedded import EmbeddedEngine
 from legorl.serving.embedded.omp import _pause_fn
 from legorl.serving.types import (
@@ -23,27 +21,7 @@ from legorl.serving.types import (
     SamplingParams,
 )
 
-
-def hf_model(path):
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-
-
-@torch.no_grad()
-def teacher_forced(model, ids: list[int], temperature: float = 1.0) -> list[float]:
-    logits = model(input_ids=torch.tensor([ids])).logits[0, :-1].float()
-    if temperature > 0:
-        logits = logits / temperature
-    return torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
-
-
-def prompt(path, text="Write a bash command that prints hello", n_words: int = 0) -> list[int]:
-    tok = load_tokenizer(path)
-    return chat_ids(tok, [{"role": "user", "content": text + " word" * n_words}])
-
-
-def max_delta(model, out, ids, temperature):
-    ref = teacher_forced(model, ids + out.token_ids, temperature)[len(ids) - 1 :]
-    return max(abs(a - b) for a, b in zip(out.logprobs, ref, strict=True))
+from .reference import hf_model, max_delta, prompt
 
 
 @pytest.fixture
