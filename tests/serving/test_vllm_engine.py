@@ -116,8 +116,13 @@ async def test_pause_holds_new_work_and_abort_mode_cuts_inflight(engine, smollm_
     ids = prompt(smollm_dir)
     await engine.pause()
     held = asyncio.create_task(engine.generate(GenerateRequest(ids, sp(max_tokens=4))))
+    dropped_req = GenerateRequest(ids, sp(max_tokens=4))
+    dropped = asyncio.create_task(engine.generate(dropped_req))
     await asyncio.sleep(0.5)
     assert not held.done() and engine.stats().paused
+    cut = await engine.abort(dropped_req.request_id)  # aborted while held: never sent
+    assert cut is not None and cut.finish_reason == "abort" and cut.token_ids == []
+    assert (await asyncio.wait_for(dropped, 10)).finish_reason == "abort"
     await engine.resume()
     assert len((await asyncio.wait_for(held, 60)).token_ids) >= 1
     running = asyncio.create_task(engine.generate(GenerateRequest(ids, sp(max_tokens=600, ignore_eos=True))))

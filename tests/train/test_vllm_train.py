@@ -1,7 +1,8 @@
 """One sync training step end to end with vLLM (CPU build) as the rollout engine.
 
 SmolLM2-135M (vLLM's CPU attention has no kernel for the tiny test model's head size): builtin
-scaffold -> proxy -> vLLM server -> verifier -> GRPO step -> weight reload in the server.
+scaffold -> proxy -> sticky pool of two vLLM servers -> verifier -> GRPO step -> weight reload in
+both servers.
 Needs .venv-vllm from `bash scripts/setup.sh` (skipped without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
 """
 
@@ -20,7 +21,7 @@ def test_one_sync_step_with_vllm(vllm_executable, smollm_dir, tmp_path, tiny_run
 
     path = tiny_run_config(
         "v", model={"path": str(smollm_dir)},
-        rollout={"engine": "vllm", "max_response_len": 16, "max_prompt_len": 1024},
+        rollout={"engine": "vllm", "n_replicas": 2, "max_response_len": 16, "max_prompt_len": 1024},
         serving={"vllm_kv_cache_gib": 1, "vllm_executable": vllm_executable},
         trainer={"train_batch_size": 2, "total_steps": 1, "lr": 1e-5, "max_logprob_abs_diff": 1e-3},
     )
@@ -28,12 +29,14 @@ def test_one_sync_step_with_vllm(vllm_executable, smollm_dir, tmp_path, tiny_run
     history = asyncio.run(train(load_config(path), on_line=lines.append, progress=False))
     assert len(history) == 1 and history[0]["step"] == 1
     m = history[0]
-    # set only after the server answered reload_weights, reset_prefix_cache and update_weight_version
+    # the oldest version a replica serves; set only after each server answered reload_weights,
+    # reset_prefix_cache and update_weight_version
     assert m["weight_version"] == 1.0
     assert m["rollout_corr/abs_diff_mean"] < 1e-4  # vLLM fp32 logprobs agree with the fp32 trainer
     assert m["actor/grad_norm"] > 0
     run = tmp_path / "runs" / "v"
     assert any(line.startswith("step:1 - ") for line in lines)
-    assert list((run / "vllm").glob("replica0/server-*.log"))  # the server's log is kept with the run
+    for i in (0, 1):  # each server's log is kept with the run
+        assert list((run / "vllm").glob(f"replica{i}/server-*.log"))
     trials = list((run / "trials").rglob("*.json"))
     assert trials and any(json.loads(t.read_text()).get("outcome") for t in trials[:4])

@@ -96,6 +96,7 @@ class VLLMEngine:
         self._session: aiohttp.ClientSession | None = None
         self._poller: asyncio.Task | None = None
         self._inflight: dict[str, asyncio.Task] = {}
+        self._held: dict[str, tuple[GenerateRequest, asyncio.Event]] = {}  # at the pause gate, not sent yet
         self._unpaused = asyncio.Event()
         self._unpaused.set()
         self._paused = False
@@ -155,7 +156,8 @@ class VLLMEngine:
         self._validate(request.prompt_ids)
         request.sampling.validate()
         await self.start()
-        await self._unpaused.wait()
+        if not await self._pass_gate(request):
+            return self._aborted_unsent(request)
         await self._ensure_alive()
         task = asyncio.ensure_future(self._generate_surviving(request))
         self._inflight[request.request_id] = task
@@ -249,7 +251,30 @@ class VLLMEngine:
             out.append(float(entry["logprob"]))
         return out
 
+    async def _pass_gate(self, request: GenerateRequest) -> bool:
+        """Wait out a pause; False when the request was aborted while it waited."""
+        if self._unpaused.is_set():
+            return True
+        dropped = asyncio.Event()
+        self._held[request.request_id] = (request, dropped)
+        waits = {asyncio.ensure_future(self._unpaused.wait()), asyncio.ensure_future(dropped.wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            self._held.pop(request.request_id, None)
+        return not dropped.is_set()
+
+    def _aborted_unsent(self, request: GenerateRequest) -> TokenOutput:
+        return TokenOutput(request_id=request.request_id, prompt_len=len(request.prompt_ids), token_ids=[],
+                           logprobs=[], finish_reason="abort", weight_version=self._version)
+
     async def abort(self, request_id: str) -> TokenOutput | None:
+        held = self._held.get(request_id)
+        if held is not None:  # still waiting out a pause: it never reaches the server
+            held[1].set()
+            return self._aborted_unsent(held[0])
         task = self._inflight.get(request_id)
         if task is None:
             return None
