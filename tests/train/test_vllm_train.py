@@ -1,8 +1,9 @@
-"""One sync training step end to end with vLLM (CPU build) as the rollout engine.
+"""Two sync training steps end to end with vLLM (CPU build) as the rollout engine.
 
 SmolLM2-135M (vLLM's CPU attention has no kernel for the tiny test model's head size): builtin
 scaffold -> proxy -> sticky pool of two vLLM servers -> verifier -> GRPO step -> weight reload in
-both servers.
+both servers -> step 2 samples from the reloaded weights, and its rollout/trainer logprob agreement
+proves the servers serve exactly what the trainer holds (a tied embedding once broke this).
 Needs .venv-vllm from `bash scripts/setup.sh` (skipped without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
 """
 
@@ -15,7 +16,7 @@ import pytest
 
 
 @pytest.mark.slow
-def test_one_sync_step_with_vllm(vllm_executable, smollm_dir, tmp_path, tiny_run_config):
+def test_two_sync_steps_with_vllm(vllm_executable, smollm_dir, tmp_path, tiny_run_config):
     from legorl.config import load_config
     from legorl.train.run import train
 
@@ -23,17 +24,19 @@ def test_one_sync_step_with_vllm(vllm_executable, smollm_dir, tmp_path, tiny_run
         "v", model={"path": str(smollm_dir)},
         rollout={"engine": "vllm", "n_replicas": 2, "max_response_len": 16, "max_prompt_len": 1024},
         serving={"vllm_kv_cache_gib": 1, "vllm_executable": vllm_executable},
-        trainer={"train_batch_size": 2, "total_steps": 1, "lr": 1e-5, "max_logprob_abs_diff": 1e-3},
+        trainer={"train_batch_size": 2, "total_steps": 2, "lr": 1e-4, "max_logprob_abs_diff": 1e-3},
     )
     lines: list[str] = []
     history = asyncio.run(train(load_config(path), on_line=lines.append, progress=False))
-    assert len(history) == 1 and history[0]["step"] == 1
+    assert [h["step"] for h in history] == [1, 2]
     m = history[0]
     # the oldest version a replica serves; set only after each server answered reload_weights,
     # reset_prefix_cache and update_weight_version
     assert m["weight_version"] == 1.0
     assert m["rollout_corr/abs_diff_mean"] < 1e-4  # vLLM fp32 logprobs agree with the fp32 trainer
     assert m["actor/grad_norm"] > 0
+    # step 2 was sampled by the servers after they reloaded step 1's weights
+    assert history[1]["weight_version"] == 2.0 and history[1]["rollout_corr/abs_diff_mean"] < 1e-4
     run = tmp_path / "runs" / "v"
     assert any(line.startswith("step:1 - ") for line in lines)
     for i in (0, 1):  # each server's log is kept with the run

@@ -314,7 +314,7 @@ class VLLMEngine:
             if not was_paused:
                 await self.pause(mode)
             try:
-                path = await self._exporter.export(state_dict, version, frozenset({"lm_head.weight"} if tied else ()))
+                path = await self._exporter.export(state_dict, version, tied)
                 await self._post("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(path)}})
                 await self._post("/reset_prefix_cache", None)
                 await self._post("/update_weight_version", {"new_version": str(version)})

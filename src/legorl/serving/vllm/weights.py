@@ -80,29 +80,31 @@ class SafetensorsExporter:
         """(version, directory) of the newest version written, if any."""
         return self._written
 
-    async def export(self, state_dict: Mapping[str, Any], version: int, skip: frozenset[str] = frozenset()) -> Path:
+    async def export(self, state_dict: Mapping[str, Any], version: int, tied: bool = False) -> Path:
         async with self._lock:
             if self._written and self._written[0] == version:
                 return self._written[1]
             path = self.root / f"v{version}"
-            await asyncio.to_thread(self._write, state_dict, path, skip)
+            await asyncio.to_thread(self._write, state_dict, path, tied)
             if self._written:
                 shutil.rmtree(self._written[1], ignore_errors=True)
             self._written = (version, path)
             return path
 
-    def _write(self, state_dict: Mapping[str, Any], path: Path, skip: frozenset[str]) -> None:
+    def _write(self, state_dict: Mapping[str, Any], path: Path, tied: bool) -> None:
         tmp = path.with_name(path.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         tensors = {}
         for name, t in state_dict.items():
-            if name in skip:
-                continue
             t = t.detach()
             if self.dtype is not None and t.is_floating_point():
                 t = t.to(self.dtype)
             tensors[name] = t.to("cpu").contiguous()
+        if tied and "model.embed_tokens.weight" in tensors:
+            # vLLM's in-place reload rebuilds each module on its own: a tied lm_head that gets no
+            # tensor keeps its old values, so it is written too (a copy: safetensors refuses aliases)
+            tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].clone()
         save_file(tensors, str(tmp / "model.safetensors"))
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
