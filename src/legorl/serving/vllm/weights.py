@@ -52,8 +52,31 @@ def check_state_dict(state_dict: Mapping[str, Any], expected: Mapping[str, tuple
             problems.append(f"unknown parameter {name!r}")
         elif tuple(t.shape) != expected[name]:
             problems.append(f"{name}: shape {tuple(t.shape)} != served {expected[name]}")
+    problems += _split_fused_modules(state_dict, expected)
     if problems:
         raise InvalidRequestError("weight update refused: " + "; ".join(problems[:5]))
+
+
+# checkpoint tensors vLLM loads into one fused module: its in-place reload rebuilds the module from
+# what it is given, so a partial update must carry every shard (measured: q_proj alone -> garbage)
+FUSED_SHARDS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+def _split_fused_modules(state_dict: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]]) -> list[str]:
+    problems = []
+    for name in state_dict:
+        parts = name.split(".")
+        for group in FUSED_SHARDS:
+            hits = [i for i, p in enumerate(parts) if p in group]
+            if not hits:
+                continue
+            i = hits[-1]
+            siblings = [".".join([*parts[:i], g, *parts[i + 1 :]]) for g in group if g != parts[i]]
+            missing = [sib for sib in siblings if sib in expected and sib not in state_dict]
+            if missing:
+                problems.append(f"{name} without {', '.join(m.split('.')[i] for m in missing)}: vLLM fuses them "
+                                "into one module and reloads it whole (send all its shards, or the full state dict)")
+    return problems
 
 
 def default_export_root() -> Path:
