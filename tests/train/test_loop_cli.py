@@ -60,9 +60,11 @@ def test_kill_then_resume_continues_without_lost_or_repeated_steps(tmp_path, tin
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 400
     try:
-        while time.time() < deadline and 1 not in steps_logged(tmp_path):
-            time.sleep(0.5)
-        assert 1 in steps_logged(tmp_path), "step 1 never finished"
+        # step 1 is logged first, then checkpointed: wait for both (a kill in between re-runs step 1)
+        latest = tmp_path / "runs" / "t" / "checkpoints" / "latest"
+        while time.time() < deadline and not (1 in steps_logged(tmp_path) and latest.exists()):
+            time.sleep(0.2)
+        assert 1 in steps_logged(tmp_path) and latest.exists(), "step 1 never finished"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
