@@ -103,6 +103,7 @@ class VLLMEngine:
         self._closed = False
         self._sync_lock = asyncio.Lock()
         self._shapes: dict[str, tuple[int, ...]] | None = None
+        self._tied = False
         self.max_restarts = max_restarts  # an owned server that dies is restarted with its weights
         self.restarts = 0
         self._revive_lock = asyncio.Lock()
@@ -302,10 +303,9 @@ class VLLMEngine:
         its prefix cache (cached KV belongs to the old weights) and record the version."""
         if self.model_dir is None:
             raise InvalidRequestError("weight sync to an attached vLLM server needs its model_dir")
-        if self._shapes is None:
-            self._shapes = checkpoint_shapes(self.model_dir)
-        tied = tied_embeddings(self.model_dir)
-        check_state_dict(state_dict, self._shapes, tied)
+        if self._shapes is None:  # the served checkpoint, read once
+            self._shapes, self._tied = checkpoint_shapes(self.model_dir), tied_embeddings(self.model_dir)
+        check_state_dict(state_dict, self._shapes, self._tied)
         await self._ensure_alive()
         if self._exporter is None:
             self._exporter, self._owns_exporter = SafetensorsExporter(), True
@@ -314,14 +314,18 @@ class VLLMEngine:
             if not was_paused:
                 await self.pause(mode)
             try:
-                path = await self._exporter.export(state_dict, version, tied)
-                await self._post("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(path)}})
+                path = await self._exporter.export(state_dict, version, self._tied)
+                await self._load(path, version)
                 await self._post("/reset_prefix_cache", None)
-                await self._post("/update_weight_version", {"new_version": str(version)})
                 self._version = version
             finally:
                 if not was_paused:
                     await self.resume()
+
+    async def _load(self, path: Path, version: int) -> None:
+        """Reload the server's weights in place from `path` and label them `version`."""
+        await self._post("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(path)}})
+        await self._post("/update_weight_version", {"new_version": str(version)})
 
     async def pause(self, mode: Mode = "wait") -> None:
         """New calls wait here; in-flight ones finish (`wait`) or return partial output (`abort`)."""
@@ -413,8 +417,7 @@ class VLLMEngine:
             if latest is None or latest[0] != self._version:
                 raise EngineClosedError(f"vLLM server of {self.name} restarted but the weights of version "
                                         f"{self._version} are no longer on disk")
-            await self._post("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(latest[1])}})
-            await self._post("/update_weight_version", {"new_version": str(self._version)})
+            await self._load(latest[1], self._version)
 
     def _validate(self, ids: list[int]) -> None:
         self._check_open()
