@@ -1,19 +1,20 @@
-"""Built-in task sets: shape, packaging, generator sync, and oracle = 1 / no-op = 0 for every task."""
+"""Built-in task sets: shape, packaging, current verifier code, and oracle = 1 / no-op = 0 for every task."""
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
-import importlib.util
 import os
-import sys
+import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from legorl.tasks.builtin_sets import BUILTIN_ROOT, builtin_sets, load_builtin
+from legorl.tasks.builtin_sets import BUILTIN_ROOT, builtin_path, builtin_sets, load_builtin
+from legorl.tasks.convert import refresh_verifier
+from legorl.tasks.loader import find_task_dirs
 from legorl.tasks.model import Task
 
 from .conftest import BWRAP, bwrap_run
@@ -62,22 +63,21 @@ def test_every_file_is_packaged():
             assert any(fnmatch.fnmatch(path.name, pat) for pat in PACKAGED), f"not in package-data: {path}"
 
 
-def test_committed_sets_match_generator(tmp_path):
-    spec = importlib.util.spec_from_file_location("_legorl_builtin_generate", BUILTIN_ROOT / "_generate.py")
-    gen = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(BUILTIN_ROOT))
-    try:
-        spec.loader.exec_module(gen)
-        gen.write_shell_basics(tmp_path)
-        gen.write_py_bugfix(tmp_path)
-    finally:
-        sys.path.remove(str(BUILTIN_ROOT))
-    for name in builtin_sets():
-        fresh = {p.relative_to(tmp_path / name): p for p in (tmp_path / name).rglob("*") if p.is_file()}
-        shipped = {p.relative_to(BUILTIN_ROOT / name): p for p in (BUILTIN_ROOT / name).rglob("*") if p.is_file()}
-        assert sorted(fresh) == sorted(shipped), f"{name}: run _generate.py and commit"
-        stale = [str(rel) for rel in fresh if fresh[rel].read_bytes() != shipped[rel].read_bytes()]
-        assert not stale, f"{name}: files differ from the generator's output: {stale[:5]}"
+def test_converted_verifiers_are_current(tmp_path):
+    """The task dirs are the source of truth; only their copied verifier code can fall behind."""
+    stale = [f"{d.name}/{rel}" for d in find_task_dirs(builtin_path("py-bugfix"))
+             for rel in refresh_verifier(d, write=False)]
+    assert not stale, f"run scripts/refresh_task_verifiers.py and commit: {stale[:5]}"
+    copy = shutil.copytree(builtin_path("py-bugfix") / "pyfix-bank", tmp_path / "pyfix-bank")
+    (copy / "tests/grading/grade.py").write_text("# old\n")
+    (copy / "tests/test.sh").unlink()
+    assert refresh_verifier(copy) == ["tests/grading/grade.py", "tests/test.sh"]
+    assert refresh_verifier(copy, write=False) == [] and os.access(copy / "tests/test.sh", os.X_OK)
+
+
+def test_no_generator_code_in_sets():
+    """Sets are plain task dirs: nothing under builtin/ but the sets themselves."""
+    assert sorted(p.name for p in BUILTIN_ROOT.iterdir() if p.name != "__pycache__") == builtin_sets()
 
 
 def _env_available() -> bool:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from legorl.tasks.loader import find_task_dirs, load_tasks
 from legorl.tasks.model import Task
+from legorl.tasks.taskdir import TaskValidationError, collect_dirs, find_task_dirs
 
 BUILTIN_ROOT = Path(__file__).parent / "builtin"
 DESCRIPTIONS = {
@@ -34,7 +34,10 @@ def builtin_path(name: str) -> Path:
 
 def load_builtin(name: str) -> list[Task]:
     """All tasks of one built-in set, with source `builtin:<name>`."""
-    return load_tasks(f"builtin:{name}")
+    tasks, problems = collect_dirs(builtin_path(name), source=f"builtin:{name}")
+    if problems:
+        raise TaskValidationError(problems)
+    return tasks
 
 
 def builtin_count(name: str) -> int:

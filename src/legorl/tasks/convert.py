@@ -19,13 +19,14 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
-from legorl.tasks.loader import load_task
+from legorl.tasks.taskdir import load_task
 
 VERIFIER_FILES = Path(__file__).parent / "_verifier"
 GRADING_FILES = ("grade.py", "legorl_outcomes.py", "run_pytest.py")
@@ -238,6 +239,34 @@ def _dockerfile(snapshot: dict[str, bytes], workdir: str) -> str:
     )
 
 
+def _verifier(rec: Record) -> dict[str, bytes]:
+    """The verifier code a task carries (task-relative path -> bytes): test.sh and the grading driver."""
+    return {"tests/test.sh": _test_sh(rec).encode(),
+            **{f"tests/grading/{name}": (VERIFIER_FILES / name).read_bytes() for name in GRADING_FILES}}
+
+
+def refresh_verifier(task_dir: str | Path, write: bool = True) -> list[str]:
+    """Bring a converted task's verifier code up to this legorl's (the graded data stays as is).
+
+    Converted tasks carry a copy of the verifier, so a fix to it reaches tasks on disk (the shipped
+    `py-bugfix` set among them) only through this. Reads only tests/config.json and task.toml (so a
+    deleted test.sh comes back); returns the task-relative paths that differ, rewritten when `write`.
+    """
+    task_dir = Path(task_dir)
+    cfg = json.loads((task_dir / "tests/config.json").read_text(encoding="utf-8"))
+    meta = tomllib.loads((task_dir / "task.toml").read_text(encoding="utf-8")).get("metadata", {})
+    rec = Record(instance_id=str(meta.get("instance_id", task_dir.name)), snapshot={}, problem_statement="",
+                 fail_to_pass=cfg["fail_to_pass"], pass_to_pass=cfg["pass_to_pass"], test_cmd=cfg["test_cmd"])
+    stale = {rel: data for rel, data in _verifier(rec).items()
+             if not (task_dir / rel).is_file() or (task_dir / rel).read_bytes() != data}
+    if write:
+        _write_tree(task_dir, stale)
+        for rel in stale:
+            if rel.endswith(".sh"):
+                (task_dir / rel).chmod(0o755)
+    return sorted(stale)
+
+
 def write_task(rec: Record, out_dir: str | Path, source: str = "converted", overwrite: bool = False) -> Path:
     """Write one Harbor task dir for `rec` under out_dir and check that it loads."""
     workdir = "/app"
@@ -264,11 +293,10 @@ def write_task(rec: Record, out_dir: str | Path, source: str = "converted", over
         "instruction.md": _instruction(rec, workdir).encode(),
         "environment/Dockerfile": _dockerfile(rec.snapshot, workdir).encode(),
         **{f"environment/{k}": v for k, v in rec.snapshot.items()},
-        "tests/test.sh": _test_sh(rec).encode(),
         "tests/config.json": json.dumps({"fail_to_pass": rec.fail_to_pass, "pass_to_pass": rec.pass_to_pass,
                                          "test_cmd": rec.test_cmd, "conftests": sorted(conftests)},
                                         indent=1).encode(),
-        **{f"tests/grading/{name}": (VERIFIER_FILES / name).read_bytes() for name in GRADING_FILES},
+        **_verifier(rec),
         **{f"tests/files/{k}": v for k, v in restored.items()},
     })
     if rec.gold:

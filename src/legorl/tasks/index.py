@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from legorl.tasks.loader import Problem, TaskValidationError, _load
 from legorl.tasks.model import Task
+from legorl.tasks.taskdir import Problem, TaskValidationError, read_task
 
 T = TypeVar("T")
 COLUMNS = ("path", "instance_id", "source", "split")
@@ -133,7 +133,7 @@ def collect_index_tasks(index: str | Path, split: str | None = None,
     tasks: list[Task] = []
     problems: list[Problem] = []
     for entry in read_index(index, split):
-        task, probs = _load(entry.path, source=entry.source, strict=strict)
+        task, probs = read_task(entry.path, source=entry.source, strict=strict)
         problems.extend(probs)
         if task is None:
             continue

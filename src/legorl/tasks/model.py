@@ -2,7 +2,8 @@
 
 Layout (Harbor): task.toml, instruction.md, environment/ (Dockerfile and/or files), tests/test.sh,
 optional solution/solve.sh. The verifier writes /logs/verifier/reward.txt or reward.json.
-Loading and validation live in `legorl.tasks.loader`; this module is only the typed record.
+Reading and validation live in `legorl.tasks.taskdir` (sources in `legorl.tasks.loader`); this
+module is only the typed record.
 """
 
 from __future__ import annotations
