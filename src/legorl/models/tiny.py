@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from legorl.models.gguf import SMOLLM2
+from legorl.models.home import prepare_entry
+
 TINY_SEED = 1234
 # Tied embeddings at this scale give next-token entropy ~4 nats: neither uniform noise nor a
 # single-token collapse, so logprob tests compare meaningful numbers.
@@ -17,9 +20,7 @@ EMBED_STD = 0.2
 def _tokenizer():
     from transformers import AutoTokenizer
 
-    from legorl.models.store import DEFAULT_MODEL, resolve_model
-
-    return AutoTokenizer.from_pretrained(resolve_model(DEFAULT_MODEL))
+    return AutoTokenizer.from_pretrained(prepare_entry(SMOLLM2))
 
 
 def _save(model, out: Path) -> None:
