@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from legorl.config import ConfigError, RunConfig
+from legorl.ops import hardware
 from legorl.ops.checks import CheckResult, fatal, format_results, ok, print_results, skip, warn
 from legorl.ops.preflight_model import check_model_path, check_r3, check_tool_parser, model_dir_for
 
@@ -57,17 +57,6 @@ def check_batch(cfg: RunConfig) -> list[CheckResult]:
 
 
 # ---- topology --------------------------------------------------------------------------------------
-def count_gpus() -> int:
-    """NVIDIA GPUs visible to this process, without importing torch."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
-    proc = Path("/proc/driver/nvidia/gpus")
-    if proc.is_dir():
-        return len(list(proc.iterdir()))
-    return len([p for p in Path("/dev").glob("nvidia*") if re.fullmatch(r"nvidia\d+", p.name)])
-
-
 def host_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -92,7 +81,7 @@ def check_topology(cfg: RunConfig, structure_only: bool = False, cores: int | No
         out.append(skip(name, "cores and GPUs of this host not compared (--structure-only)"))
         return out
     cores = host_cores() if cores is None else cores
-    gpus = count_gpus() if gpus is None else gpus
+    gpus = hardware.count_gpus() if gpus is None else gpus
     if r.concurrency > TRIALS_PER_CORE * cores:
         out.append(warn(name, f"rollout.concurrency={r.concurrency} on {cores} core(s): sandboxes and "
                               "scaffolds will starve each other", f"keep it <= {TRIALS_PER_CORE * cores}"))

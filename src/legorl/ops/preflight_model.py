@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from legorl.config import RunConfig
+from legorl.ops import hardware
 from legorl.ops.checks import CheckResult, fatal, ok, skip, warn
 
 # Scaffolds that never call the model, and scaffolds that speak a text protocol (no tool schemas).
@@ -158,13 +159,10 @@ def check_r3(cfg: RunConfig, model_dir: Path | None, structure_only: bool = Fals
                         "drop model.enable_r3 (auto: on for MoE)"))
     else:
         out.append(ok(name, f"{kind} model, R3 {'on' if (moe if want is None else want) else 'off'}"))
-    if cfg.rollout.engine == "vllm" and moe and want is not False:
-        from legorl.ops.preflight import count_gpus
-
-        if count_gpus() == 0:
-            out.append(fatal(name, "R3 with vLLM needs routed experts from vLLM's Model Runner V2, which needs "
-                                   "Triton on a GPU: vLLM's CPU build cannot return them",
-                             "on CPU use rollout.engine='embedded' for MoE, or set model.enable_r3=false"))
+    if cfg.rollout.engine == "vllm" and moe and want is not False and hardware.count_gpus() == 0:
+        out.append(fatal(name, "R3 with vLLM needs routed experts from vLLM's Model Runner V2, which needs "
+                               "Triton on a GPU: vLLM's CPU build cannot return them",
+                         "on CPU use rollout.engine='embedded' for MoE, or set model.enable_r3=false"))
     ctx = mcfg.get("max_position_embeddings")
     need = cfg.rollout.max_prompt_len + cfg.rollout.max_response_len
     if isinstance(ctx, int) and need > ctx:
