@@ -24,6 +24,7 @@ from legorl.env import archive, procs
 from legorl.env.base import ExecResult, SandboxError, SandboxLifecycle
 from legorl.env.bwrap import DEFAULT_BWRAP, SANDBOX_HOME, BwrapSpec, base_env, check_bwrap, passwd_files
 from legorl.env.cgroups import TrialCgroup
+from legorl.env.localbuild import prepare_workdir
 from legorl.env.output import DEFAULT_OUTPUT_CAP, tail
 from legorl.env.trialdirs import UIDS, cleanup_stale, default_root
 from legorl.tasks.model import Task
@@ -94,8 +95,6 @@ class LocalSandbox(SandboxLifecycle):
             await asyncio.to_thread(self._setup_dirs)
             self._started = True
             await self._probe()
-            from legorl.env.localbuild import prepare_workdir
-
             await prepare_workdir(self)
         except BaseException:
             await self.stop()

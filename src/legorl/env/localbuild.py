@@ -17,15 +17,37 @@ import tempfile
 import time
 import uuid
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from legorl.env import archive
+from legorl.env import archive, procs
 from legorl.env import dockerfile as df
 from legorl.env.base import SandboxError
 from legorl.env.output import tail
+from legorl.tasks.model import Task
 
-if TYPE_CHECKING:
-    from legorl.env.local import LocalSandbox
+
+class BuildTarget(Protocol):
+    """What a build needs from the sandbox it fills (LocalSandbox is the one implementation).
+
+    A protocol rather than the class itself, so this module sits below `legorl.env.local`.
+    """
+
+    task: Task
+    root: Path | None
+    binds: dict[str, Path]  # sandbox path -> host dir; a build adds binds for new dirs
+    env: dict[str, str]  # the Dockerfile's ENV lines land here
+    cwd: str
+    network: bool
+    build_cache: bool
+
+    def host_path(self, path: str) -> Path | None: ...
+
+    def own_tree(self, path: Path) -> None: ...
+
+    async def run_argv(self, argv: list[str], cwd: str | None = None, env: dict[str, str] | None = None,
+                       timeout: float | None = None, *, network: bool | None = None,
+                       ) -> tuple[procs.RunOutput, bool]: ...
+
 
 READ_ONLY_SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/proc", "/dev")
 
@@ -39,7 +61,7 @@ def _copy_into(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst, follow_symlinks=False)
 
 
-async def prepare_workdir(sb: LocalSandbox) -> None:
+async def prepare_workdir(sb: BuildTarget) -> None:
     env_dir = sb.task.environment_dir
     work = sb.binds[sb.task.workdir]
     dockerfile = env_dir / "Dockerfile"
@@ -70,7 +92,7 @@ def cache_root() -> Path:
     return Path(env) if env else Path(tempfile.gettempdir()) / "legorl-build-cache"
 
 
-def _save(sb: LocalSandbox, key: str) -> None:
+def _save(sb: BuildTarget, key: str) -> None:
     final = cache_root() / key
     if final.exists() or sb.root is None:
         return
@@ -90,7 +112,7 @@ def _save(sb: LocalSandbox, key: str) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _restore(sb: LocalSandbox, key: str) -> bool:
+def _restore(sb: BuildTarget, key: str) -> bool:
     src = cache_root() / key
     try:
         meta = json.loads((src / "meta.json").read_text())
@@ -114,7 +136,7 @@ def clear_build_cache() -> None:
 
 
 class _Build:
-    def __init__(self, sb: LocalSandbox, path: Path) -> None:
+    def __init__(self, sb: BuildTarget, path: Path) -> None:
         self.sb, self.path = sb, path
         self.env_dir = path.parent.resolve()
         self.args: dict[str, str] = {}
