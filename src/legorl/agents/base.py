@@ -3,12 +3,12 @@ only through the per-session proxy URLs it is given."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from legorl.env.base import Sandbox
+from legorl.plugins import load_object
 
 ExitStatus = Literal["submitted", "finished", "turn_limit", "no_action_limit", "context_overflow", "error"]
 
@@ -67,12 +67,4 @@ def register_scaffold(name: str, target: str) -> None:
 
 def load_scaffold(spec: str, **kwargs: Any) -> Scaffold:
     """A scaffold instance from a registered name or an import path `module:Class`."""
-    target = SCAFFOLDS.get(spec, spec)
-    if ":" not in target:
-        raise ValueError(f"unknown scaffold {spec!r}: use one of {', '.join(sorted(SCAFFOLDS))} or 'module:Class'")
-    module, _, cls = target.partition(":")
-    try:
-        obj = getattr(importlib.import_module(module), cls)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot load scaffold {spec!r} ({target}): {exc}") from None
-    return obj(**kwargs)
+    return load_object(spec, SCAFFOLDS, "scaffold")(**kwargs)
