@@ -47,13 +47,16 @@ path = "{model}"
 train = "{tasks}"
 val_fraction = 0.0
 [rollout]
-agent = "_sleepy_scaffold:SleepyScaffold"
-agent_kwargs = {{long_s = {long_s}, p_long = {p_long}}}
 max_turns = 2
 max_response_len = 16
 concurrency = {concurrency}
+[agent]
+name = "_sleepy_scaffold:SleepyScaffold"
+kwargs = {{long_s = {long_s}, p_long = {p_long}}}
+[serving]
 kv_budget_tokens = 8192
-train_mode = "{mode}"
+[async_training]
+enabled = {enabled}
 {async_keys}
 [algorithm]
 n_resp_per_prompt = {n}
@@ -81,12 +84,13 @@ def make_tasks(root: Path, count: int) -> Path:
 async def run_mode(mode: str, args: argparse.Namespace, tasks: Path, out: Path) -> dict[str, float]:
     from legorl.config import load_config
     from legorl.models import prepare_model
-    from legorl.train.run import train
+    from legorl.train.loop import train
 
     keys = f"staleness_threshold = {args.staleness}" if mode == "async" else ""
     path = out / f"{mode}.toml"
     path.write_text(CONFIG.format(mode=mode, out=out / "runs", model=prepare_model(args.model), tasks=tasks,
-                                  concurrency=args.batch * args.n, async_keys=keys, n=args.n, batch=args.batch,
+                                  concurrency=args.batch * args.n, async_keys=keys,
+                                  enabled=str(mode == "async").lower(), n=args.n, batch=args.batch,
                                   steps=args.steps, long_s=args.long_s, p_long=args.p_long))
     cfg = load_config(path)
     t0 = time.perf_counter()

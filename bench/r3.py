@@ -28,6 +28,7 @@ from legorl.serving.embedded import EmbeddedEngine
 from legorl.train.actor import Actor
 from legorl.train.batch import collate
 from legorl.train.logprobs import fidelity
+from legorl.train.steps import learn
 from legorl.train.trainer import StepTrainer
 
 
@@ -49,9 +50,9 @@ async def main() -> None:
     cfg = load_config(None, [f"trainer.lr={args.lr}"])
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     actor = Actor(model, cfg.trainer, cfg.algorithm, 1.0, enable_r3=True)
-    trainer = StepTrainer(cfg, actor, weight_sync=None)
+    trainer = StepTrainer(cfg.algorithm, cfg.trainer, actor)
     for _ in range(args.updates):
-        await trainer.step(rollouts)  # drift: the engine never sees these weights
+        learn(trainer, rollouts)  # drift: the engine never sees these weights
     batch = collate(rollouts)
     on = fidelity(actor.compute_logprobs(batch, replay=True), batch.behav_logp, batch.mask)
     off = fidelity(actor.compute_logprobs(batch, replay=False), batch.behav_logp, batch.mask)

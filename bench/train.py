@@ -21,23 +21,25 @@ from transformers import AutoModelForCausalLM
 
 from legorl.config import AlgorithmSection, TrainerSection
 from legorl.models import resolve_model
-from legorl.rollout import Rollout
 from legorl.train.actor import Actor
+from legorl.tasks.model import Task
 from legorl.train.batch import collate
+from legorl.trial import TrialResult, TrialSpec, TrialTokens
 
 
-def make_batch(n: int, seq: int, vocab: int) -> list[Rollout]:
+def make_batch(n: int, seq: int, vocab: int) -> list[TrialResult]:
     g = torch.Generator().manual_seed(0)
     out = []
     for i in range(n):
         toks = torch.randint(0, vocab, (seq,), generator=g).tolist()
         mask = [0] * (seq // 2) + [1] * (seq - seq // 2)
         lps = [-2.0 if m else 0.0 for m in mask]
-        out.append(Rollout(f"r{i}", "t", toks, mask, lps, reward=float(i % 2), group_id=f"g{i // 2}"))
+        spec = TrialSpec(Task("t", Path("."), "x"), group_id=f"g{i // 2}", trial_id=f"r{i}")
+        out.append(TrialResult(spec, "failed", "", float(i % 2), TrialTokens(toks, mask, lps)))
     return out
 
 
-def legorl_step(actor: Actor, rollouts: list[Rollout]) -> float:
+def legorl_step(actor: Actor, rollouts: list[TrialResult]) -> float:
     t0 = time.perf_counter()
     batch = collate(rollouts)
     old = actor.compute_logprobs(batch)
@@ -46,9 +48,9 @@ def legorl_step(actor: Actor, rollouts: list[Rollout]) -> float:
     return time.perf_counter() - t0
 
 
-def hf_step(model, opt, rollouts: list[Rollout], micro: int) -> float:
+def hf_step(model, opt, rollouts: list[TrialResult], micro: int) -> float:
     t0 = time.perf_counter()
-    ids = torch.tensor([r.token_ids for r in rollouts])
+    ids = torch.tensor([r.tokens.token_ids for r in rollouts])
     labels = ids.clone()
     labels[:, : ids.shape[1] // 2] = -100
     for i in range(0, len(rollouts), micro):

@@ -65,8 +65,9 @@ def tiny_run_config(tmp_path, tiny_llama_dir):
             "run": {"name": name, "output_dir": str(tmp_path / "runs")},
             "model": {"path": str(tiny_llama_dir)},
             "tasks": {"train": "builtin:shell-basics", "val_fraction": 0.0},
-            "rollout": {"agent": "builtin", "max_turns": 1, "max_response_len": 8, "concurrency": 4,
-                        "kv_budget_tokens": 8192},
+            "rollout": {"max_turns": 1, "max_response_len": 8, "concurrency": 4},
+            "agent": {"name": "builtin"},
+            "serving": {"kv_budget_tokens": 8192},
             # a random tiny model solves nothing: the entropy term still gives a gradient
             "algorithm": {"n_resp_per_prompt": 2, "entropy_coef": 0.01},
             "trainer": {"lr": 1e-3},

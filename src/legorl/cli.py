@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 
 import typer
 
@@ -43,8 +44,21 @@ def _register_optional() -> None:
 _register_optional()
 
 
+def _one_line_warnings() -> None:
+    """Config warnings (a moved key) print as `warning: ...`, not with a source line."""
+    default = warnings.formatwarning
+
+    def fmt(message, category, filename, lineno, line=None):  # type: ignore[no-untyped-def]
+        if category.__name__ == "ConfigKeyMoved":
+            return f"warning: {message}\n"
+        return default(message, category, filename, lineno, line)
+
+    warnings.formatwarning = fmt
+
+
 def main() -> None:
     """Run the app; usage errors become one line (`error: ... (see 'legorl X --help')`), exit 2."""
+    _one_line_warnings()
     try:  # typer >= 0.20 vendors click
         from typer._click import exceptions as cx
     except ImportError:  # pragma: no cover - older typer uses click itself

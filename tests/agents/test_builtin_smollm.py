@@ -47,7 +47,7 @@ async def test_builtin_with_default_model(smollm_dir, tmp_path):
     assert [r.outcome for r in results if r.outcome not in ("solved", "failed")] == [], [r.reason for r in results]
     hf = AutoModelForCausalLM.from_pretrained(smollm_dir, dtype=torch.float32).eval()
     for r in results:
-        ro = r.rollout
+        ro = r.tokens
         assert ro is not None and ro.num_policy_tokens > 0 and r.turns >= 1
         # the rollout is the proxy accumulator's main branch, token for token
         traj = json.loads((Path(r.artifacts_dir) / "proxy_trajectory.json").read_text())

@@ -1,4 +1,4 @@
-"""`rollout.runtime = "ray"`: the rollout side in a Ray actor, the trainer in the driver (tiny model)."""
+"""`cluster.runtime = "ray"`: the rollout side in a Ray actor, the trainer in the driver (tiny model)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from legorl.config import load_config
 async def test_async_training_with_the_rollout_side_in_a_ray_actor(tmp_path, tiny_run_config):
     import ray
 
-    from legorl.train.run import train
+    from legorl.train.loop import train
 
     if ray.is_initialized():
         pytest.skip("a Ray session is already up in this process")
     p = tiny_run_config(
         "r",
-        rollout={"agent_kwargs": {"tools": False}, "train_mode": "async", "staleness_threshold": 1,
-                 "runtime": "ray"},
+        agent={"kwargs": {"tools": False}}, async_training={"enabled": True, "staleness_threshold": 1},
+        cluster={"runtime": "ray"},
         trainer={"train_batch_size": 1, "total_steps": 2},
     )
     history = await train(load_config(p), on_line=lambda _: None, progress=False)

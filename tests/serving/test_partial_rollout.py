@@ -10,14 +10,15 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from legorl.config import load_config
-from legorl.rollout import Rollout
 from legorl.serving.embedded import EmbeddedEngine
 from legorl.serving.manager import SingleReplicaManager
 from legorl.serving.partial import PartialRolloutManager
 from legorl.serving.types import GenerateRequest, SamplingParams
 from legorl.serving.weight_sync import WeightSync
 from legorl.train.actor import Actor
+from legorl.train.batch import collate
 from legorl.train.trainer import StepTrainer
+from legorl.trial import TrialTokens
 
 
 def teacher_forced(model, ids: list[int], start: int) -> list[float]:
@@ -58,7 +59,7 @@ async def test_sync_mid_generation_resumes_with_per_token_versions(tiny_llama_di
     outs = await asyncio.gather(*gens)
     assert manager.partial == 2 and manager.resumed == 2
     rollouts = []
-    for i, (prompt, out) in enumerate(zip(prompts, outs, strict=True)):
+    for prompt, out in zip(prompts, outs, strict=True):
         assert out.finish_reason == "length" and len(out.token_ids) == 300
         vs = out.versions()
         assert set(vs) == {0, 1} and vs == sorted(vs)  # old weights first, then the new ones
@@ -72,14 +73,26 @@ async def test_sync_mid_generation_resumes_with_per_token_versions(tiny_llama_di
         # the two versions really differ: the old weights do not explain the resumed tokens
         assert max(abs(a - b) for a, b in zip(out.logprobs[cut:], ref_old[cut:], strict=True)) > 1e-3
         mask = [0] * len(prompt) + [1] * len(out.token_ids)
-        rollouts.append(Rollout(f"t{i}", "task", ids, mask, [0.0] * len(prompt) + out.logprobs,
-                                reward=float(i), group_id="g", weight_versions=[-1] * len(prompt) + vs))
+        rollouts.append(TrialTokens(ids, mask, [0.0] * len(prompt) + out.logprobs,
+                                    weight_versions=[-1] * len(prompt) + vs))
     # trains as is: the trainer holds the new weights, the old tokens are off-policy and IS-corrected
     cfg = load_config(None, ["trainer.lr=1e-3", "algorithm.rollout_is=token", "algorithm.entropy_coef=0.01"])
     actor = Actor(new, cfg.trainer, cfg.algorithm, cfg.rollout.temperature)
     new.train()
-    m = await StepTrainer(cfg, actor, None).step(rollouts)
+    batch = collate_tokens(rollouts, rewards=[0.0, 1.0])
+    m = StepTrainer(cfg.algorithm, cfg.trainer, actor).update(batch)
     assert m["actor/grad_norm"] > 0 and 0 < m["rollout_is/ess"] <= 1.0
+
+
+def collate_tokens(tokens: list[TrialTokens], rewards: list[float]):
+    """One group of trials with these tokens and rewards, collated as the loop does."""
+    from pathlib import Path
+
+    from legorl.tasks.model import Task
+    from legorl.trial import TrialResult, TrialSpec
+
+    spec = TrialSpec(Task("task", Path("."), "unused"), group_id="g")
+    return collate([TrialResult(spec, "failed", "", r, t) for t, r in zip(tokens, rewards, strict=True)])
 
 
 async def test_caller_abort_is_not_resumed(setup):

@@ -1,13 +1,24 @@
-"""Rollouts recorded from the real engine the way the proxy records them (for trainer tests)."""
+"""Trials recorded from the real engine the way the proxy records them (for trainer tests)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from legorl.models.chat import chat_ids
-from legorl.rollout import Rollout
 from legorl.serving.types import GenerateRequest, SamplingParams
+from legorl.tasks.model import Task
+from legorl.trial import TrialResult, TrialSpec, TrialTokens
 
 
-async def multi_turn_rollouts(engine, tok, n: int, temperature: float = 1.0) -> list[Rollout]:
+def trial(trial_id: str, task_id: str, token_ids: list[int], mask: list[int], logprobs: list[float],
+          reward: float = 0.0, group_id: str = "", **tokens) -> TrialResult:
+    """A finished trial with these tokens (`tokens`: weight_versions, routed_experts)."""
+    spec = TrialSpec(Task(task_id, Path("."), "unused"), group_id=group_id, trial_id=trial_id)
+    return TrialResult(spec, "solved" if reward >= 1 else "failed", "", reward,
+                       TrialTokens(token_ids, mask, logprobs, **tokens))
+
+
+async def multi_turn_rollouts(engine, tok, n: int, temperature: float = 1.0) -> list[TrialResult]:
     """Two policy turns separated by a tool-result turn (mask 0), as the proxy would record them."""
     out = []
     for i in range(n):
@@ -21,5 +32,5 @@ async def multi_turn_rollouts(engine, tok, n: int, temperature: float = 1.0) -> 
         toks = p2 + g2.token_ids
         mask = [0] * len(ids) + [1] * len(g1.token_ids) + [0] * len(tool) + [1] * len(g2.token_ids)
         lps = [0.0] * len(ids) + g1.logprobs + [0.0] * len(tool) + g2.logprobs
-        out.append(Rollout(f"t{i}", f"task{i % 2}", toks, mask, lps, reward=float(i % 2), group_id=f"g{i // 2}"))
+        out.append(trial(f"t{i}", f"task{i % 2}", toks, mask, lps, reward=float(i % 2), group_id=f"g{i // 2}"))
     return out

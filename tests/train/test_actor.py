@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from _rollout_helpers import multi_turn_rollouts
+from _rollout_helpers import multi_turn_rollouts, trial
 from transformers import AutoModelForCausalLM
 
 from legorl.config import AlgorithmSection, TrainerSection
 from legorl.models.chat import load_tokenizer
-from legorl.rollout import Rollout
 from legorl.serving.embedded import EmbeddedEngine
 from legorl.serving.types import GenerateRequest, SamplingParams
 from legorl.serving.weight_sync import WeightSync
@@ -58,7 +57,7 @@ async def test_trainer_logprobs_agree_with_engine_and_update_moves_policy(tiny_l
         sync = WeightSync([engine])
         assert await sync.push(actor.full_state_dict()) == 1
         again = await multi_turn_rollouts(engine, tok, 2)
-        g = await engine.generate(GenerateRequest(again[0].token_ids[:20], SamplingParams(max_tokens=4, seed=0)))
+        g = await engine.generate(GenerateRequest(again[0].tokens.token_ids[:20], SamplingParams(max_tokens=4, seed=0)))
         assert g.weight_version == 1
         fid2 = fidelity(actor.compute_logprobs(collate(again)), collate(again).behav_logp, collate(again).mask)
         assert fid2["rollout_corr/abs_diff_mean"] <= 1e-5
@@ -74,7 +73,7 @@ def _rows_batch(tiny_llama_dir):
         n = 20 + 7 * i
         toks = torch.randint(0, 1000, (n,), generator=g).tolist()
         mask = [0] * 8 + [1] * (n - 8)
-        rollouts.append(Rollout(f"r{i}", "t", toks, mask, [0.0] * n, reward=float(i % 2), group_id="g"))
+        rollouts.append(trial(f"r{i}", "t", toks, mask, [0.0] * n, reward=float(i % 2), group_id="g"))
     return collate(rollouts)
 
 

@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from pathlib import Path
 
 import pytest
 
 from legorl.config import load_config
-from legorl.rollout import Rollout
-from legorl.serving.buffer import RolloutBuffer
+from legorl.ops.metrics import MetricsLogger
+from legorl.rundir import RunDir
 from legorl.tasks.model import Task
-from legorl.train import async_loop
-from legorl.train.async_loop import AsyncLoop
-from legorl.train.loop import RunPaths
-from legorl.workers.types import TrialResult, TrialSpec
+from legorl.train import loop
+from legorl.train.buffer import RolloutBuffer
+from legorl.train.sampler import TaskSampler
+from legorl.train.steps import Start
+from legorl.trial import TrialResult, TrialSpec, TrialTokens
 
 TASKS = [Task(id=f"t{i}", path=Path("/nonexistent"), instruction="x") for i in range(5)]
 
 
 def result(gid: str, version: int, attempt: int = 0, task: Task = TASKS[0]) -> TrialResult:
-    ro = Rollout(f"{gid}-{attempt}", task.id, [1, 2, 3], [0, 1, 1], [0.0, -1.0, -1.0], group_id=gid,
-                 weight_versions=[-1, version, version + 1])
-    return TrialResult(TrialSpec(task, attempt, gid), "failed", "", 0.0, ro)
+    tokens = TrialTokens([1, 2, 3], [0, 1, 1], [0.0, -1.0, -1.0], weight_versions=[-1, version, version + 1])
+    return TrialResult(TrialSpec(task, attempt, gid, trial_id=f"{gid}-{attempt}"), "failed", "", 0.0, tokens)
 
 
 async def test_only_complete_groups_are_released_in_completion_order():
@@ -35,7 +36,7 @@ async def test_only_complete_groups_are_released_in_completion_order():
     await buf.add(result("b", 0, 1))
     assert buf.ready_groups == 1 and buf.pending_groups == 1
     got, stats = await buf.get_batch(1, actor_version=0)
-    assert [r.spec.group_id for r in got] == ["b", "b"] and stats.staleness == [0, 0]
+    assert [r.group_id for r in got] == ["b", "b"] and stats.staleness == [0, 0]
     waiter = asyncio.create_task(buf.get_batch(1, actor_version=0))
     await asyncio.sleep(0.01)
     assert not waiter.done()  # half a group is never handed out
@@ -51,7 +52,7 @@ async def test_groups_past_the_bound_are_dropped_whole_and_counted():
         await buf.add(result(gid, v, 0))
         await buf.add(result(gid, v, 1))
     got, stats = await buf.get_batch(2, actor_version=2)
-    assert [r.spec.group_id for r in got] == ["ok", "ok", "new", "new"]
+    assert [r.group_id for r in got] == ["ok", "ok", "new", "new"]
     assert stats.dropped_groups == 1 and stats.dropped_rollouts == 2
     m = stats.metrics()
     assert m["trajectory_filter/dropped_stale"] == 2.0 and m["fully_async/staleness/max"] == 1.0
@@ -66,20 +67,17 @@ class FakeSync:
         return self.version
 
 
-class FakeActor:
-    optimizer = scheduler = None
-
-    def full_state_dict(self) -> dict:
-        return {}
-
-
 class FakeTrainer:
-    weight_sync = None
-    actor = FakeActor()
-
-    async def step(self, rollouts):
-        await asyncio.sleep(0.01)
+    def weights(self) -> dict:
         return {}
+
+
+def fake_learn(trainer, kept):
+    """Stands in for the update (no model here): takes a little time, like one."""
+    import time
+
+    time.sleep(0.01)
+    return {}
 
 
 class FakeRunner:
@@ -88,40 +86,64 @@ class FakeRunner:
     def __init__(self, sync: FakeSync):
         self.sync, self.rng = sync, random.Random(0)
 
-    async def run(self, specs, temperature, tag, on_done):
+    async def run(self, specs, temperature, on_done=None):
         v = self.sync.version
         await asyncio.sleep(self.rng.choice([0.001, 0.005, 0.06]))
         for s in specs:
             await on_done(result(s.group_id, v, s.attempt, s.task))
 
 
+class FakeRuntime:
+    """The Runtime protocol around a fake runner (the loop's only view of engines and trials)."""
+
+    engines: list = []
+
+    def __init__(self, runner):
+        self.runner = runner
+
+    def syncing(self):
+        return contextlib.nullcontext()
+
+    async def partial_counters(self):
+        return {}
+
+    async def close(self):
+        return None
+
+
+async def run_async_steps(tmp_path, monkeypatch, cfg, runner, sync) -> list[dict]:
+    """`train()`'s async branch with fakes for the runtime and the update."""
+    monkeypatch.setattr(loop, "save", lambda *a, **k: None)
+    monkeypatch.setattr(loop, "learn", fake_learn)
+    run_dir = RunDir(tmp_path / "r", "r")
+    start = Start(1, MetricsLogger(run_dir.logs, run_dir.name, sinks=[]))
+    history: list[dict] = []
+    await asyncio.wait_for(loop._async_steps(cfg, run_dir, FakeRuntime(runner), FakeTrainer(), sync,
+                                             TaskSampler(TASKS), [], start,
+                                             lambda step, m: history.append({"step": step, **m}), None), 30)
+    return history
+
+
 @pytest.mark.parametrize("staleness", [0, 1, 3])
 async def test_loop_never_trains_past_the_bound_and_never_deadlocks(tmp_path, monkeypatch, staleness):
-    monkeypatch.setattr(async_loop, "save_checkpoint", lambda *a, **k: None)
-    cfg = load_config(None, ["rollout.train_mode=async", f"rollout.staleness_threshold={staleness}",
+    cfg = load_config(None, ["async_training.enabled=true", f"async_training.staleness_threshold={staleness}",
                              "rollout.concurrency=8", "trainer.train_batch_size=2", "trainer.total_steps=12",
                              f"run.output_dir={tmp_path}", "algorithm.n_resp_per_prompt=2"])
     sync = FakeSync()
-    loop = AsyncLoop(cfg, TASKS, [], FakeRunner(sync), FakeTrainer(), RunPaths(tmp_path / "r"),
-                     on_line=lambda _: None, weight_sync=sync)
-    await loop.prepare(resume=False, overwrite=False)
-    history = await asyncio.wait_for(loop.run(), 30)
+    history = await run_async_steps(tmp_path, monkeypatch, cfg, FakeRunner(sync), sync)
     assert len(history) == 12
     assert max(h["fully_async/staleness/max"] for h in history) <= staleness
     if staleness == 0:
         assert sum(h["trajectory_filter/dropped_stale"] for h in history) == 0
-    assert not loop._group_tasks  # the rollouter was stopped
+    assert asyncio.all_tasks() == {asyncio.current_task()}  # the rollouter was stopped
 
 
 class CrashingRunner:
-    async def run(self, specs, temperature, tag, on_done):
+    async def run(self, specs, temperature, on_done=None):
         raise OSError("worker bug")
 
 
-async def test_a_crashing_runner_stops_the_run_instead_of_hanging(tmp_path):
-    cfg = load_config(None, ["rollout.train_mode=async", f"run.output_dir={tmp_path}"])
-    loop = AsyncLoop(cfg, TASKS, [], CrashingRunner(), FakeTrainer(), RunPaths(tmp_path / "r"),
-                     on_line=lambda _: None, weight_sync=FakeSync())
-    await loop.prepare(resume=False, overwrite=False)
+async def test_a_crashing_runner_stops_the_run_instead_of_hanging(tmp_path, monkeypatch):
+    cfg = load_config(None, ["async_training.enabled=true", f"run.output_dir={tmp_path}"])
     with pytest.raises(RuntimeError, match="trial runner crashed"):
-        await asyncio.wait_for(loop.run(), 10)
+        await run_async_steps(tmp_path, monkeypatch, cfg, CrashingRunner(), FakeSync())

@@ -7,33 +7,33 @@ import json
 import pytest
 
 from legorl.config import ConfigError, load_config
-from legorl.train.async_loop import AsyncLoop
+from legorl.train import loop
 
 
 def cfg_for(tiny_run_config, steps: int = 3, staleness: int = 0, trigger: int = 1, extra=()):
     p = tiny_run_config(
         "a",
-        rollout={"agent_kwargs": {"tools": False}, "train_mode": "async", "staleness_threshold": staleness},
-        trainer={"train_batch_size": 1, "total_steps": steps, "trigger_parameter_sync_step": trigger},
+        agent={"kwargs": {"tools": False}},
+        async_training={"enabled": True, "staleness_threshold": staleness, "trigger_parameter_sync_step": trigger},
+        trainer={"train_batch_size": 1, "total_steps": steps},
     )
     return load_config(p, list(extra))
 
 
 @pytest.mark.slow
 async def test_staleness_zero_trains_on_policy_and_checkpoints(tmp_path, monkeypatch, tiny_run_config):
-    from legorl.train.run import train
+    from legorl.train.loop import train
 
     seen: list[tuple[int, list[list[int]]]] = []
-    orig = AsyncLoop._train
+    orig = loop.learn
 
-    async def spy(self, rollouts):
-        seen.append((self.actor_version, [[v for v, m in zip(r.weight_versions, r.response_mask, strict=True) if m]
-                                          for r in rollouts]))
-        return await orig(self, rollouts)
+    def spy(trainer, kept):  # the actor's version before this update = updates it has taken so far
+        seen.append((int(trainer.actor.scheduler.last_epoch), [r.policy_versions() for r in kept]))
+        return orig(trainer, kept)
 
-    monkeypatch.setattr(AsyncLoop, "_train", spy)
+    monkeypatch.setattr(loop, "learn", spy)
     cfg = cfg_for(tiny_run_config)
-    assert cfg.rollout.partial_enabled
+    assert cfg.async_training.partial_enabled
     lines: list[str] = []
     history = await train(cfg, on_line=lines.append, progress=False)
     assert [h["step"] for h in history] == [1, 2, 3]
@@ -61,7 +61,7 @@ async def test_staleness_zero_trains_on_policy_and_checkpoints(tmp_path, monkeyp
 
 @pytest.mark.slow
 async def test_async_with_lag_and_sync_every_two_updates(tiny_run_config):
-    from legorl.train.run import train
+    from legorl.train.loop import train
 
     cfg = cfg_for(tiny_run_config, steps=3, staleness=2, trigger=2)
     history = await train(cfg, on_line=lambda _: None, progress=False)
@@ -73,8 +73,20 @@ async def test_async_with_lag_and_sync_every_two_updates(tiny_run_config):
 
 def test_config_refuses_a_sync_interval_the_staleness_bound_cannot_hold(tmp_path):
     with pytest.raises(ConfigError, match="staleness_threshold must be >= 1"):
-        load_config(None, ["rollout.train_mode=async", "trainer.trigger_parameter_sync_step=2"])
-    with pytest.raises(ConfigError, match="only applies to rollout"):
-        load_config(None, ["trainer.trigger_parameter_sync_step=2", "rollout.staleness_threshold=1"])
-    assert not load_config(None, []).rollout.partial_enabled
-    assert load_config(None, ["rollout.train_mode=async", "rollout.partial_rollout=false"]).rollout.partial_enabled is False
+        load_config(None, ["async_training.enabled=true", "async_training.trigger_parameter_sync_step=2"])
+    with pytest.raises(ConfigError, match=r"only applies with async_training\.enabled"):
+        load_config(None, ["async_training.trigger_parameter_sync_step=2", "async_training.staleness_threshold=1"])
+    assert not load_config(None, []).async_training.partial_enabled
+    off = load_config(None, ["async_training.enabled=true", "async_training.partial_rollout=false"])
+    assert off.async_training.partial_enabled is False
+
+
+def test_keys_of_the_flat_layout_are_read_under_their_new_names():
+    from legorl.config import ConfigKeyMoved
+
+    with pytest.warns(ConfigKeyMoved) as moved:
+        cfg = load_config(None, ["rollout.train_mode=async", "rollout.staleness_threshold=1",
+                                 "serving.vllm_dtype=bfloat16", "serving.scheduler=true", "rollout.agent=nop"])
+    assert len(moved) == 5 and "rollout.train_mode moved to async_training.enabled" in str(moved[0].message)
+    assert cfg.async_training.enabled and cfg.async_training.staleness_threshold == 1
+    assert cfg.serving.vllm.dtype == "bfloat16" and cfg.serving.scheduler.enabled and cfg.agent.name == "nop"

@@ -33,7 +33,7 @@ def test_one_sync_step_changes_weights_and_engine_serves_them(tiny_llama_dir, tm
     import asyncio
 
     from legorl.config import load_config
-    from legorl.train.run import train
+    from legorl.train.loop import train
 
     cfg = load_config(write_cfg(tiny_run_config, 1))
     lines: list[str] = []

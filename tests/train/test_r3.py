@@ -5,20 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from _rollout_helpers import trial
 from transformers import AutoModelForCausalLM
 
 from legorl.config import load_config
 from legorl.models.chat import chat_ids, load_tokenizer
 from legorl.models.moe import RoutingRecorder, RoutingReplayer, routing_tensor
-from legorl.rollout import Rollout
 from legorl.serving.embedded import EmbeddedEngine
 from legorl.serving.types import GenerateRequest, SamplingParams
 from legorl.serving.weight_sync import WeightSync
 from legorl.train.actor import Actor
+from legorl.train.steps import learn
 from legorl.train.trainer import StepTrainer, routing_coverage
+from legorl.trial import TrialResult
 
 
-async def moe_rollouts(engine, tok, n: int) -> list[Rollout]:
+async def moe_rollouts(engine, tok, n: int) -> list[TrialResult]:
     """Two policy turns around a tool result; routing = the final call's prompt + generated rows."""
     out = []
     for i in range(n):
@@ -33,8 +35,8 @@ async def moe_rollouts(engine, tok, n: int) -> list[Rollout]:
         assert routing.shape[0] == len(toks) - 1
         mask = [0] * len(ids) + [1] * len(g1.token_ids) + [0] * len(tool) + [1] * len(g2.token_ids)
         lps = [0.0] * len(ids) + g1.logprobs + [0.0] * len(tool) + g2.logprobs
-        out.append(Rollout(f"r{i}", "t", toks, mask, lps, reward=float(i % 2), group_id=f"g{i // 2}",
-                           routed_experts=routing))
+        out.append(trial(f"r{i}", "t", toks, mask, lps, reward=float(i % 2), group_id=f"g{i // 2}",
+                         routed_experts=routing))
     return out
 
 
@@ -57,7 +59,7 @@ async def test_replay_is_exact_and_survives_weight_drift(tiny_moe_dir):
     tok = load_tokenizer(tiny_moe_dir)
     engine = EmbeddedEngine.from_pretrained(tiny_moe_dir, kv_budget_tokens=4096)
     try:
-        (r,) = await moe_rollouts(engine, tok, 1)
+        (r,) = [t.tokens for t in await moe_rollouts(engine, tok, 1)]
     finally:
         await engine.close()
     model = AutoModelForCausalLM.from_pretrained(tiny_moe_dir, dtype=torch.float32).eval()
@@ -85,9 +87,9 @@ async def test_r3_training_step_moves_router_with_full_coverage(tiny_moe_dir):
         rollouts = await moe_rollouts(engine, tok, 4)
         model = AutoModelForCausalLM.from_pretrained(tiny_moe_dir, dtype=torch.float32)
         actor = Actor(model, cfg.trainer, cfg.algorithm, 1.0, enable_r3=True)
-        trainer = StepTrainer(cfg, actor, WeightSync([engine]))
+        trainer = StepTrainer(cfg.algorithm, cfg.trainer, actor)
         gate0 = model.model.layers[0].mlp.gate.weight.detach().clone()
-        m = await trainer.step(rollouts)
+        m = learn(trainer, rollouts)
         assert m["r3/routing_coverage"] == 1.0
         assert m["rollout_corr/abs_diff_mean"] <= 1e-5
         assert "rollout_corr_no_r3/abs_diff_mean" in m
@@ -105,8 +107,8 @@ def test_r3_refuses_dense_models_and_unknown_routers(tiny_llama_dir):
 def test_coverage_counts_missing_rows():
     from legorl.train.batch import collate
 
-    r = Rollout("a", "t", [1, 2, 3, 4], [0, 1, 1, 1], [0.0, -1.0, -1.0, -1.0],
-                routed_experts=np.array([[[0, 1]], [[1, 2]], [[-1, -1]]]))
+    r = trial("a", "t", [1, 2, 3, 4], [0, 1, 1, 1], [0.0, -1.0, -1.0, -1.0],
+              routed_experts=np.array([[[0, 1]], [[1, 2]], [[-1, -1]]]))
     assert routing_coverage(collate([r])) == pytest.approx(2 / 3)
 
 
@@ -140,8 +142,8 @@ async def test_r3_coverage_is_full_on_a_partial_rollout_resumed_across_a_sync(ti
         ids = prompt + out.token_ids
         routing = np.concatenate([out.prompt_routed_experts, out.routed_experts])
         assert routing.shape[0] == len(ids) - 1 and (routing >= 0).all()
-        r = Rollout("p", "t", ids, [0] * len(prompt) + [1] * len(out.token_ids),
-                    [0.0] * len(prompt) + out.logprobs, routed_experts=routing)
+        r = trial("p", "t", ids, [0] * len(prompt) + [1] * len(out.token_ids),
+                  [0.0] * len(prompt) + out.logprobs, routed_experts=routing)
         assert routing_coverage(collate([r])) == 1.0
     finally:
         await engine.close()

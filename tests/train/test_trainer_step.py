@@ -14,14 +14,22 @@ from legorl.serving.types import GenerateRequest, SamplingParams
 from legorl.serving.weight_sync import WeightSync
 from legorl.train.actor import Actor
 from legorl.train.critic import Critic
+from legorl.train.steps import learn
 from legorl.train.trainer import LogprobMismatchError, StepTrainer
 
 
-def build(cfg: RunConfig, path, engine, critic=False):
+def build(cfg: RunConfig, path, critic=False):
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     actor = Actor(model, cfg.trainer, cfg.algorithm, cfg.rollout.temperature)
     crit = Critic(str(path), lr=1e-3) if critic else None
-    return StepTrainer(cfg, actor, WeightSync([engine]), crit)
+    return StepTrainer(cfg.algorithm, cfg.trainer, actor, crit)
+
+
+async def step(trainer: StepTrainer, engine, trials) -> dict[str, float]:
+    """What the sync loop does with a batch: learn, then push the weights."""
+    m = learn(trainer, trials)
+    m["weight_version"] = float(await WeightSync([engine]).push(trainer.weights()))
+    return m
 
 
 @pytest.mark.parametrize("overrides", [
@@ -35,16 +43,16 @@ async def test_step_updates_weights_and_engine_serves_new_version(tiny_llama_dir
     try:
         tok = load_tokenizer(tiny_llama_dir)
         rollouts = await multi_turn_rollouts(engine, tok, 4)
-        trainer = build(cfg, tiny_llama_dir, engine)
+        trainer = build(cfg, tiny_llama_dir)
         before = {k: v.clone() for k, v in trainer.actor.model.state_dict().items()}
-        m = await trainer.step(rollouts)
+        m = await step(trainer, engine, rollouts)
         assert m["weight_version"] == 1.0 and engine.weight_version == 1
         assert m["rollout_corr/abs_diff_mean"] <= 1e-5 and m["rollout_corr/pearson"] >= 0.9999
         assert any(not torch.equal(v, before[k]) for k, v in trainer.actor.model.state_dict().items())
         for key in ("critic/score/mean", "actor/entropy", "actor/ppo_kl", "actor/pg_clipfrac", "actor/grad_norm",
                     "response_length/mean", "rollout_corr/kl"):
             assert key in m
-        out = await engine.generate(GenerateRequest(rollouts[0].token_ids[:30], SamplingParams(max_tokens=3)))
+        out = await engine.generate(GenerateRequest(rollouts[0].tokens.token_ids[:30], SamplingParams(max_tokens=3)))
         assert out.weight_version == 1
     finally:
         await engine.close()
@@ -56,10 +64,11 @@ async def test_step_refuses_a_batch_with_corrupted_logprobs(tiny_llama_dir):
     try:
         rollouts = await multi_turn_rollouts(engine, load_tokenizer(tiny_llama_dir), 2)
         for r in rollouts:
-            r.logprobs = [lp - 0.5 if m else lp for lp, m in zip(r.logprobs, r.response_mask, strict=True)]
-        trainer = build(cfg, tiny_llama_dir, engine)
+            t = r.tokens
+            t.logprobs = [lp - 0.5 if m else lp for lp, m in zip(t.logprobs, t.response_mask, strict=True)]
+        trainer = build(cfg, tiny_llama_dir)
         with pytest.raises(LogprobMismatchError, match="refusing this batch"):
-            await trainer.step(rollouts)
+            await step(trainer, engine, rollouts)
         assert engine.weight_version == 0
     finally:
         await engine.close()
@@ -70,8 +79,8 @@ async def test_ppo_with_gae_critic_step(tiny_llama_dir):
     engine = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096)
     try:
         rollouts = await multi_turn_rollouts(engine, load_tokenizer(tiny_llama_dir), 2)
-        trainer = build(cfg, tiny_llama_dir, engine, critic=True)
-        m = await trainer.step(rollouts)
+        trainer = build(cfg, tiny_llama_dir, critic=True)
+        m = await step(trainer, engine, rollouts)
         assert "critic/vf_loss" in m and m["critic/vf_loss"] > 0
     finally:
         await engine.close()

@@ -18,12 +18,12 @@ import pytest
 @pytest.mark.slow
 def test_two_sync_steps_with_vllm(vllm_executable, smollm_dir, tmp_path, tiny_run_config):
     from legorl.config import load_config
-    from legorl.train.run import train
+    from legorl.train.loop import train
 
     path = tiny_run_config(
         "v", model={"path": str(smollm_dir)},
-        rollout={"engine": "vllm", "n_replicas": 2, "max_response_len": 16, "max_prompt_len": 1024},
-        serving={"vllm_kv_cache_gib": 1, "vllm_executable": vllm_executable},
+        rollout={"max_response_len": 16, "max_prompt_len": 1024},
+        serving={"engine": "vllm", "n_replicas": 2, "vllm": {"kv_cache_gib": 1, "executable": vllm_executable}},
         trainer={"train_batch_size": 2, "total_steps": 2, "lr": 1e-4, "max_logprob_abs_diff": 1e-3},
     )
     lines: list[str] = []

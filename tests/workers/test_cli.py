@@ -80,4 +80,4 @@ async def test_evaluate_against_a_base_url(engine, tokenizer):
     finally:
         await server.close()
     assert [r.outcome for r in report.results] == ["failed", "failed"], [r.reason for r in report.results]
-    assert all(r.rollout is None and r.turns == 2 for r in report.results)
+    assert all(r.tokens is None and r.turns == 2 for r in report.results)

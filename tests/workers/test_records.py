@@ -1,4 +1,4 @@
-"""Pure-data parts of the worker: rollout building, the trajectory filter, pass@k, the band."""
+"""Pure-data parts of the worker: trial tokens from a session record, the trajectory filter, pass@k, the band."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from legorl.proxy.record import BranchRecord, Counters, SessionRecord
 from legorl.tasks.model import Task
-from legorl.workers import RolloutError, TrajectoryFilter, TrialResult, TrialSpec, build_rollout
+from legorl.workers import TokensError, TrajectoryFilter, TrialResult, TrialSpec, trial_tokens
 from legorl.workers.cli import parse_band
 from legorl.workers.evaluation import EvalReport, pass_at_k
 
@@ -23,21 +23,22 @@ def record(mask, lps, versions=None, routed=None) -> SessionRecord:
 def test_rollout_from_record_maps_context_tokens_to_zero():
     routed = np.arange(5 * 2 * 1).reshape(5, 2, 1)
     rec = record([0, 0, 1, 1, 0], [None, -0.3, -0.1, -0.2, -0.9], [-1, 4, 4, 4, 4], routed)
-    ro = build_rollout(rec, TrialSpec(TASK, attempt=1, trial_id="tr"))
+    ro = trial_tokens(rec)
     assert ro.token_ids == [10, 11, 12, 13, 14] and ro.response_mask == [0, 0, 1, 1, 0]
     # a recomputed context logprob (-0.3, -0.9) is not a behaviour logprob: 0.0 off-mask
     assert ro.logprobs == [0.0, 0.0, -0.1, -0.2, 0.0] and ro.weight_versions == [-1, -1, 4, 4, -1]
-    assert ro.routed_experts.shape == (4, 2, 1) and ro.group_id == "t1" and ro.trial_id == "tr"
-    assert build_rollout(record([], []), TrialSpec(TASK)) is None and build_rollout(None, TrialSpec(TASK)) is None
+    assert ro.routed_experts.shape == (4, 2, 1) and ro.capture["session_id"] == "s"
+    assert trial_tokens(record([], [])) is None and trial_tokens(None) is None
+    assert TrialResult(TrialSpec(TASK, attempt=1), "failed", "", 0.0, ro).group_id == "t1"  # the task's, by default
 
 
 def test_policy_token_without_logprob_is_refused():
-    with pytest.raises(RolloutError, match="1 policy token"):
-        build_rollout(record([0, 1, 1], [None, -0.1, None]), TrialSpec(TASK))
+    with pytest.raises(TokensError, match="1 policy token"):
+        trial_tokens(record([0, 1, 1], [None, -0.1, None]))
 
 
 def _result(outcome, reward, with_rollout=True) -> TrialResult:
-    ro = build_rollout(record([0, 1], [None, -0.5]), TrialSpec(TASK)) if with_rollout else None
+    ro = trial_tokens(record([0, 1], [None, -0.5])) if with_rollout else None
     return TrialResult(TrialSpec(TASK), outcome, f"why {outcome}", reward, ro)
 
 

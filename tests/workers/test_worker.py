@@ -37,9 +37,9 @@ async def test_scripted_policy_solves_through_tool_calls(tokenizer, shell_tasks,
         await server.close()
     assert res.outcome == "solved" and res.reward == 1.0 and res.reason == ""
     assert res.metadata["exit_status"] == "submitted" and res.turns == 2
-    ro = res.rollout
-    assert ro is not None and ro.reward == 1.0 and ro.outcome == "solved"
-    assert (ro.attempt, ro.group_id, ro.task_id) == (2, "g", "rename-file")
+    ro = res.tokens
+    assert ro is not None and ro.num_policy_tokens > 0
+    assert (res.spec.attempt, res.group_id, res.task_id) == (2, "g", "rename-file")
     # the policy tokens are exactly the two scripted replies (+ end-of-turn each), behaviour logprobs kept
     policy = [t for t, m in zip(ro.token_ids, ro.response_mask, strict=True) if m]
     expected = [t for text in SOLVE for t in [*tokenizer(text, add_special_tokens=False)["input_ids"], 2]]
@@ -92,7 +92,7 @@ async def test_timeout_during_a_model_call_aborts_it(tokenizer, shell_tasks, tmp
     finally:
         await server.close()
     assert res.outcome == "timeout" and res.reward == 0.0
-    assert res.rollout is not None and res.rollout.num_policy_tokens > 0  # the first reply is kept
+    assert res.tokens is not None and res.tokens.num_policy_tokens > 0  # the first reply is kept
     assert not eng._aborts  # closing the session aborted the hung generation
     assert not server.sessions
 
@@ -132,16 +132,16 @@ async def test_failure_injection(proxy, shell_tasks, tmp_path, sandbox_root, mon
     # 1. the sandbox cannot start (no bubblewrap at that path): env_setup_failed, nothing else ran
     bad = WorkerConfig(sandbox_opts={"bwrap": "/nonexistent/bwrap", "root_dir": sandbox_root})
     (r,) = await run_trials([TrialSpec(task)], ends, bad)
-    assert r.outcome == "env_setup_failed" and "bwrap" in r.reason and r.rollout is None and r.reward is None
+    assert r.outcome == "env_setup_failed" and "bwrap" in r.reason and r.tokens is None and r.reward is None
     # 2. the scaffold crashes after a model call: agent_error, its tokens kept, still verified
     (r,) = await run_trials([TrialSpec(task)], ends, _cfg(tmp_path, sandbox_root, scaffold="test-crash"))
     assert r.outcome == "agent_error" and "scaffold bug" in r.reason and r.reward == 0.0
-    assert r.rollout is not None and r.rollout.num_policy_tokens > 0
+    assert r.tokens is not None and r.tokens.num_policy_tokens > 0
     assert "RuntimeError" in (Path(r.artifacts_dir) / "agent" / "error.txt").read_text()
     # 3. the scaffold hangs past the agent timeout: timeout, tokens kept, its processes killed
     cfg = _cfg(tmp_path, sandbox_root, scaffold="test-hang", agent_timeout_sec=1.5)
     (r,) = await run_trials([TrialSpec(task)], ends, cfg)
-    assert r.outcome == "timeout" and r.reward == 0.0 and r.rollout and r.rollout.num_policy_tokens > 0
+    assert r.outcome == "timeout" and r.reward == 0.0 and r.tokens and r.tokens.num_policy_tokens > 0
     assert 1.5 <= r.timings["agent"] < 10
     # 4. the verifier hangs (test.sh sleeps): verifier_error, reward None
     slow = tmp_path / "slow-task"
@@ -179,7 +179,7 @@ async def test_context_overflow_outcome(engine, tokenizer, shell_tasks, tmp_path
     finally:
         await server.close()
     assert r.outcome == "context_overflow" and r.reward == 0.0
-    assert r.metadata["exit_status"] == "context_overflow" and r.rollout is not None
+    assert r.metadata["exit_status"] == "context_overflow" and r.tokens is not None
 
 
 async def test_sixteen_concurrent_trials(proxy, shell_tasks, tmp_path, sandbox_root, tiny_llama_dir):
@@ -214,10 +214,10 @@ async def test_sixteen_concurrent_trials(proxy, shell_tasks, tmp_path, sandbox_r
     assert len(results) == 16 and sorted(seen) == sorted(r.spec.trial_id for r in results)
     assert [r.spec.task.id for r in results] == [s.task.id for s in specs]  # input order
     assert all(r.outcome in ("failed", "solved") for r in results), [r.reason for r in results]
-    rollouts = [r.rollout for r in results]
+    rollouts = [r.tokens for r in results]
     assert all(ro is not None and ro.num_policy_tokens > 0 for ro in rollouts)
-    assert len({ro.trial_id for ro in rollouts}) == 16
-    assert len({ro.metadata["session_id"] for ro in rollouts}) == 16
+    assert len({r.trial_id for r in results}) == 16
+    assert len({ro.capture["session_id"] for ro in rollouts}) == 16
     assert len({tuple(ro.token_ids) for ro in rollouts}) == 16
     assert peak > 1 and live == 0
     # behaviour logprobs equal a teacher-forced recompute on the same model

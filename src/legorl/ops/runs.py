@@ -1,8 +1,4 @@
-"""Reading a run directory: the one place that knows the layout written by `legorl train`.
-
-    runs/<name>/config.json
-    runs/<name>/logs/<name>.log, <name>.jsonl          one record per step (legorl.ops.metrics)
-    runs/<name>/trials/<name>/step_<n>/<trial_id>/     result.json, proxy_trajectory.json, agent/
+"""Reading a run directory (its layout: `legorl.rundir.RunDir`) for status, doctor and the dashboard.
 
 Readers are tolerant: a half-written last JSONL line or a trial without result.json is skipped, since
 status, doctor and the dashboard read live runs.
@@ -19,6 +15,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from legorl.rundir import RunDir
 
 ALIVE_MIN_S = 300.0  # a run whose files changed this recently counts as alive
 
@@ -56,8 +54,12 @@ class Run:
     root: Path
 
     @property
+    def layout(self) -> RunDir:
+        return RunDir(self.root, self.name)
+
+    @property
     def config(self) -> dict[str, Any]:
-        data = _read_json(self.root / "config.json")
+        data = _read_json(RunDir(self.root, "").config_json)
         return data if isinstance(data, dict) else {}
 
     @property
@@ -65,20 +67,20 @@ class Run:
         name = (self.config.get("run") or {}).get("name")
         if isinstance(name, str) and name:
             return name
-        logs = sorted((self.root / "logs").glob("*.jsonl"))
+        logs = sorted(RunDir(self.root, "").logs.glob("*.jsonl"))
         return logs[0].stem if logs else self.root.name
 
     @property
     def jsonl_path(self) -> Path:
-        return self.root / "logs" / f"{self.name}.jsonl"
+        return self.layout.jsonl_path
 
     @property
     def log_path(self) -> Path:
-        return self.root / "logs" / f"{self.name}.log"
+        return self.layout.log_path
 
     @property
     def trials_dir(self) -> Path:
-        d = self.root / "trials" / self.name
+        d = self.layout.trials
         if not d.is_dir():  # the worker slugs odd names; a run has one experiment dir under trials/
             subdirs = [p for p in (self.root / "trials").glob("*") if p.is_dir()]
             if len(subdirs) == 1:

@@ -23,20 +23,18 @@ async def run_server(
     engine_kind: str = "embedded",
 ) -> None:
     """Serve until `stop` is set (or SIGINT/SIGTERM); closing writes every open session's trajectory."""
-    from legorl.models.chat import load_tokenizer
     from legorl.models.store import resolve_model
     from legorl.proxy.config import ProxyConfig
-    from legorl.proxy.server import ProxyServer
-    from legorl.serving.launch import start_engine
-    from legorl.serving.manager import SingleReplicaManager
+    from legorl.runtime.stack import PolicyServer
+    from legorl.serving.launch import EngineSpec
 
     path = resolve_model(model)
-    engine: Any = await start_engine(path, engine_kind, kv_budget_tokens=kv_budget_tokens, seed=0)
     config = ProxyConfig(
         host=host, port=port, tool_parser=tool_parser, model_name=Path(str(model)).name,
         trajectories_dir=trajectories, management_routes=True, bare_routes=True,
     )
-    proxy = ProxyServer(SingleReplicaManager(engine, engine.max_model_len), load_tokenizer(path), config)
+    server = await PolicyServer.start(EngineSpec(path, kind=engine_kind, kv_budget_tokens=kv_budget_tokens), config)
+    proxy = server.proxy
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     installed: list[signal.Signals] = []
@@ -47,7 +45,6 @@ async def run_server(
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / platform
             pass
     try:
-        await proxy.start()
         print(f"legorl serve: model {model} ({engine_kind} engine) on {proxy.url}", flush=True)
         print(f"  sessions:  POST {proxy.url}/sessions  ->  session_id, openai_base_url, anthropic_base_url",
               flush=True)
@@ -59,8 +56,7 @@ async def run_server(
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
-        await proxy.close()
-        await engine.close()
+        await server.close()
         print("legorl serve: stopped", flush=True)
 
 

@@ -1,118 +1,134 @@
-"""In-process placement (the default): engine replicas, server manager and proxy in this process.
+"""In-process placement (the default): the policy server and the trial runner in this process.
 
-Everything binds 127.0.0.1. Replicas are embedded engines (threads or child processes) or vLLM
-servers (`rollout.engine = "vllm"`, started and stopped here, or attached by URL). One replica runs
-behind the single-replica manager; several replicas run behind the pool manager with the sticky load balancer and, when
-enabled, the session scheduler. Callers only see the `ServerManager` and the proxy.
+Everything binds 127.0.0.1. `legorl train` starts one from the run config; `legorl eval` / `infer`
+start one from a `PolicySpec` (a local model behind the proxy, a remote OpenAI-compatible server
+whose tokens are not captured, or no model for the oracle / nop scaffolds).
 """
 
 from __future__ import annotations
 
-import os
+import asyncio
+import json
+import urllib.request
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from legorl.config import RunConfig
-from legorl.models.chat import load_tokenizer
-from legorl.models.store import resolve_model
-from legorl.proxy import ProxyConfig, ProxyServer
-from legorl.serving.embedded import EmbeddedEngine
-from legorl.serving.manager import ServerManager, SingleReplicaManager
+from legorl.config.sections import RunConfig
+from legorl.models.moe import is_moe
+from legorl.models.store import DEFAULT_MODEL, resolve_model
+from legorl.proxy import ProxyConfig
+from legorl.rundir import RunDir
+from legorl.runtime.stack import PolicyServer
+from legorl.serving.launch import EngineSpec
 from legorl.serving.types import Engine
+from legorl.workers.config import WorkerConfig, worker_config
+from legorl.workers.endpoints import DirectEndpoints, EndpointProvider, NoEndpoints, ProxyEndpoints
+from legorl.workers.runner import WorkerRunner
+
+
+def engine_spec(cfg: RunConfig, model_dir: Path, run_dir: RunDir | None = None) -> EngineSpec:
+    """The replicas of a training run, from its `serving` and `rollout` sections."""
+    serving, rollout = cfg.serving, cfg.rollout
+    r3 = False
+    if serving.engine == "vllm":  # vLLM sends routed experts back only when asked (R3)
+        from transformers import AutoConfig
+
+        r3 = bool(is_moe(AutoConfig.from_pretrained(model_dir)) if cfg.model.enable_r3 is None
+                  else cfg.model.enable_r3)
+    return EngineSpec(
+        model_dir=model_dir, kind=serving.engine, n_replicas=serving.n_replicas,
+        kv_budget_tokens=serving.kv_budget_tokens, max_model_len=rollout.max_prompt_len + rollout.max_response_len,
+        max_num_seqs=max(rollout.concurrency, 1), seed=cfg.run.seed, placement=serving.placement,
+        threads_per_replica=serving.threads_per_replica, return_routed_experts=r3, vllm=serving.vllm,
+        work_dir=run_dir.vllm if run_dir is not None else None,
+    )
+
+
+@dataclass
+class PolicySpec:
+    """The policy `legorl eval` / `infer` run against."""
+
+    model: str | None = None  # store name or HF dir; with base_url: the served model's name
+    base_url: str | None = None  # a remote OpenAI-compatible server (tokens are not captured)
+    api_key: str = "legorl"
+    kv_budget_tokens: int = 32768
+    max_model_len: int | None = None
+    tool_parser: str = "hermes"
+    seed: int = 0
+    engine: str = "embedded"  # or "vllm": a vLLM server legorl starts for the run
 
 
 @dataclass
 class InProcessRuntime:
-    model_dir: Path
-    engines: list[Engine]
-    manager: ServerManager
-    proxy: ProxyServer
-    tokenizer: Any
+    """The `Runtime` of this process: `server` is None when no local policy is served."""
+
+    server: PolicyServer | None
+    runner: WorkerRunner
 
     @classmethod
-    async def start(cls, cfg: RunConfig) -> InProcessRuntime:
-        r, s = cfg.rollout, cfg.serving
+    async def start(cls, cfg: RunConfig, run_dir: RunDir) -> InProcessRuntime:
+        """A training run's runtime."""
         model_dir = resolve_model(cfg.model.path)
-        engine_kwargs: dict[str, Any] = dict(
-            kv_budget_tokens=r.kv_budget_tokens, max_model_len=r.max_prompt_len + r.max_response_len,
-            seed=cfg.run.seed, max_num_seqs=max(r.concurrency, 1),
-        )
-        engines: list[Engine]
-        if r.engine == "vllm":
-            engines = await start_vllm_replicas(cfg, model_dir)
-        elif r.n_replicas == 1:
-            engine = EmbeddedEngine.from_pretrained(model_dir, **engine_kwargs)
-            await engine.start()
-            engines = [engine]
-        else:
-            from legorl.serving.pool_manager import create_pool
+        server = await PolicyServer.start(engine_spec(cfg, model_dir, run_dir),
+                                          ProxyConfig(tool_parser=cfg.agent.tool_parser), cfg.serving,
+                                          partial_rollout=cfg.async_training.partial_enabled)
+        return cls(server, WorkerRunner(worker_config(cfg, run_dir.root), ProxyEndpoints(server.proxy)))
 
-            engine_kwargs["num_threads"] = s.threads_per_replica or max(1, (os.cpu_count() or 1) // r.n_replicas)
-            pool = await create_pool(model_dir, r.n_replicas, placement=s.placement, engine_kwargs=engine_kwargs)
-            engines = pool.engines()
-        manager = _manager(cfg, engines)
-        tokenizer = load_tokenizer(model_dir)
-        proxy = ProxyServer(manager, tokenizer, ProxyConfig(tool_parser=r.tool_parser))
-        await proxy.start()
-        return cls(model_dir, engines, manager, proxy, tokenizer)
+    @classmethod
+    async def for_policy(cls, policy: PolicySpec, config: WorkerConfig, needs_model: bool = True) -> InProcessRuntime:
+        """`legorl eval` / `infer`'s runtime: the worker `config` against the `policy`."""
+        endpoints: EndpointProvider
+        server = None
+        if not needs_model:
+            endpoints = NoEndpoints()
+        elif policy.base_url:
+            model = policy.model or await asyncio.to_thread(_first_model, policy.base_url, policy.api_key)
+            endpoints = DirectEndpoints(policy.base_url, model, policy.api_key)
+        else:
+            model_dir = resolve_model(policy.model or DEFAULT_MODEL)
+            spec = EngineSpec(model_dir, kind=policy.engine, kv_budget_tokens=policy.kv_budget_tokens,
+                              max_model_len=policy.max_model_len, seed=policy.seed)
+            server = await PolicyServer.start(spec, ProxyConfig(tool_parser=policy.tool_parser))
+            endpoints = ProxyEndpoints(server.proxy)
+        return cls(server, WorkerRunner(config, endpoints))
+
+    @property
+    def engines(self) -> Sequence[Engine]:
+        return self.server.engines if self.server is not None else []
+
+    @property
+    def captures_tokens(self) -> bool:
+        return self.runner.endpoints.captures_tokens
+
+    def syncing(self) -> AbstractAsyncContextManager[None]:
+        return self.server.syncing() if self.server is not None else nullcontext()
+
+    async def partial_counters(self) -> dict[str, int]:
+        return self.server.partial_counters() if self.server is not None else {}
 
     async def close(self) -> None:
-        await self.proxy.close()
-        close = getattr(self.manager, "close", None)
-        if close is not None:
-            await close()
-        for e in self.engines:
-            await e.close()
+        if self.server is not None:
+            await self.server.close()
 
 
-def _manager(cfg: RunConfig, engines: list[Engine]) -> ServerManager:
-    """One replica without the scheduler: the plain manager; otherwise the balanced pool."""
-    s = cfg.serving
-    if len(engines) == 1 and not s.scheduler:
-        return SingleReplicaManager(engines[0], int(engines[0].max_model_len))  # type: ignore[attr-defined]
-    from legorl.serving.balancer import LoadBalancer
-    from legorl.serving.pool import ReplicaPool
-    from legorl.serving.pool_manager import PoolManager
-
-    pool = ReplicaPool(engines)
-    return PoolManager(pool, LoadBalancer(pool, s.balancer, s.max_sticky_sessions), scheduler=s.scheduler_config())
+@asynccontextmanager
+async def policy_runtime(policy: PolicySpec, config: WorkerConfig,
+                         needs_model: bool = True) -> AsyncIterator[InProcessRuntime]:
+    """`async with policy_runtime(...) as runtime:` closes everything it started."""
+    runtime = await InProcessRuntime.for_policy(policy, config, needs_model)
+    try:
+        yield runtime
+    finally:
+        await runtime.close()
 
 
-async def start_vllm_replicas(cfg: RunConfig, model_dir: Path) -> list[Engine]:
-    """Start (or attach to) `rollout.n_replicas` vLLM servers; they share one weight exporter."""
-    import asyncio
-
-    from transformers import AutoConfig
-
-    from legorl.models.moe import is_moe
-    from legorl.serving.vllm import SafetensorsExporter, VLLMEngine, VLLMServerConfig
-
-    r, s = cfg.rollout, cfg.serving
-    model_cfg = AutoConfig.from_pretrained(model_dir)
-    r3 = is_moe(model_cfg) if cfg.model.enable_r3 is None else cfg.model.enable_r3  # routing comes back for R3
-    window = int(getattr(model_cfg, "max_position_embeddings", 0) or 0) or 1 << 30
-    max_len = min(r.max_prompt_len + r.max_response_len, window)
-    exporter = SafetensorsExporter(Path(s.vllm_weights_dir) if s.vllm_weights_dir else None)
-    work = Path(cfg.run.output_dir) / cfg.run.name / "vllm"
-    if s.vllm_urls:
-        tasks = [VLLMEngine.attach(u, model_dir=model_dir, exporter=exporter, seed=cfg.run.seed + 7919 * i,
-                                   name=f"vllm{i}") for i, u in enumerate(s.vllm_urls)]
-    else:
-        tasks = [VLLMEngine.launch(VLLMServerConfig(
-            model_dir=model_dir, dtype=s.vllm_dtype, max_model_len=max_len, max_num_seqs=max(r.concurrency, 1),
-            seed=cfg.run.seed + 7919 * i, enforce_eager=s.vllm_enforce_eager,
-            tensor_parallel_size=s.vllm_tensor_parallel_size, kv_cache_gib=s.vllm_kv_cache_gib,
-            gpu_memory_utilization=s.vllm_gpu_memory_utilization, return_routed_experts=bool(r3),
-            extra_args=list(s.vllm_extra_args), executable=s.vllm_executable, work_dir=work / f"replica{i}",
-            startup_timeout_s=s.vllm_startup_timeout_sec,
-        ), exporter=exporter, name=f"vllm{i}") for i in range(r.n_replicas)]
-    results = await asyncio.gather(*tasks, return_exceptions=True)
-    engines = [e for e in results if not isinstance(e, BaseException)]
-    errors = [e for e in results if isinstance(e, BaseException)]
-    if errors:
-        for e in engines:
-            await e.close()
-        exporter.close()
-        raise errors[0]
-    return list(engines)
+def _first_model(base_url: str, api_key: str) -> str:
+    """The first model a remote server lists (so `--base-url` alone is enough)."""
+    base = base_url.rstrip("/")
+    url = (base if base.endswith("/v1") else base + "/v1") + "/models"
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        data = json.loads(resp.read())
+    return data["data"][0]["id"]

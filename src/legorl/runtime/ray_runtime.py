@@ -1,76 +1,67 @@
-"""Ray placement (`rollout.runtime = "ray"`): the rollout side runs in a Ray actor, the trainer here.
+"""Ray placement (`cluster.runtime = "ray"`): the rollout side runs in a Ray actor, the trainer here.
 
-One `RolloutActor` process holds the same classes the in-process runtime uses: the embedded engine
-replica, the server manager (wrapped for partial rollout in async mode), the proxy and the
-agent-loop worker; trials, their sandboxes and scaffolds run on the actor's node. The driver keeps
-the trainer and talks to the actor through two small clients with the in-process interfaces:
-`RayEngine` (what `WeightSync` needs from an engine) and `RayRunner` (what the loops need from a
-trial runner), so `SyncLoop`, `AsyncLoop` and `StepTrainer` run unchanged.
+One `RolloutActor` process holds an `InProcessRuntime` (engine replicas, manager, proxy and the
+worker's trial runner); trials, their sandboxes and scaffolds run on the actor's node. The driver
+sees a `RayRuntime`, the same `Runtime` protocol as in-process: `RayEngine` handles for the weight
+sync, `RayRunner` for trials, and `syncing()` bracketing the sync inside the actor (partial rollout).
 
-Ray is optional (`pip install 'legorl[ray]'`). A local cluster is started when `ray_address` is
-unset and shut down at close; a cluster given by address is never stopped. With Ray >= 2.59 token
+Ray is optional (`pip install 'legorl[ray]'`). A local cluster is started when `cluster.ray_address`
+is unset and shut down at close; a cluster given by address is never stopped. With Ray >= 2.59 token
 auth, connecting by address needs `RAY_AUTH_MODE=token` in the environment.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from legorl.config import RunConfig
-from legorl.workers.types import TrialResult, TrialSpec
+from legorl.config.sections import RunConfig
+from legorl.rundir import RunDir
+from legorl.trial import TrialResult, TrialSpec
+from legorl.workers.runner import OnDone
 
 
 class RolloutActor:
-    """Engine + manager + proxy + worker in one process (decorated with `ray.remote` at start)."""
+    """An in-process runtime inside one Ray actor (decorated with `ray.remote` at start)."""
 
     def __init__(self) -> None:
         self.runtime: Any = None
-        self.partial: Any = None
         self._sync_cm: Any = None
 
-    async def start(self, cfg_json: str, run_root: str) -> dict[str, Any]:
+    async def start(self, cfg_json: str, run_root: str) -> int:
         from legorl.runtime.inprocess import InProcessRuntime
-        from legorl.train.async_run import install_partial
-        from legorl.train.loop import RunPaths
-        from legorl.train.run import WorkerRunner
 
         cfg = RunConfig.model_validate_json(cfg_json)
-        self.runtime = await InProcessRuntime.start(cfg)
-        if cfg.rollout.partial_enabled:
-            self.partial = install_partial(self.runtime)
-        self.runner = WorkerRunner(cfg, self.runtime, RunPaths(Path(run_root)))
-        return {"model_dir": str(self.runtime.model_dir), "weight_version": self.runtime.engines[0].weight_version}
+        self.runtime = await InProcessRuntime.start(cfg, RunDir(Path(run_root), cfg.run.name))
+        return int(self.runtime.engines[0].weight_version)
 
-    async def run_trial(self, spec: TrialSpec, temperature: float, tag: str) -> TrialResult:
-        return (await self.runner.run([spec], temperature, tag, lambda _r: None))[0]
+    async def run_trial(self, spec: TrialSpec, temperature: float) -> TrialResult:
+        return (await self.runtime.runner.run([spec], temperature))[0]
+
+    async def begin_sync(self) -> None:
+        self._sync_cm = self.runtime.syncing()
+        await self._sync_cm.__aenter__()
+
+    async def end_sync(self) -> None:
+        cm, self._sync_cm = self._sync_cm, None
+        if cm is not None:
+            await cm.__aexit__(None, None, None)
 
     async def pause(self, mode: str) -> None:
-        if self.partial is not None and self._sync_cm is None:  # aborts from here on are the sync's
-            self._sync_cm = self.partial.syncing()
-            await self._sync_cm.__aenter__()
         await asyncio.gather(*(e.pause(mode) for e in self.runtime.engines))
 
     async def update_weights(self, state_dict: Mapping[str, Any], version: int, mode: str) -> None:
         await asyncio.gather(*(e.update_weights(state_dict, version, mode) for e in self.runtime.engines))
 
     async def resume(self) -> None:
-        try:
-            await asyncio.gather(*(e.resume() for e in self.runtime.engines))
-        finally:
-            if self._sync_cm is not None:
-                cm, self._sync_cm = self._sync_cm, None
-                await cm.__aexit__(None, None, None)
+        await asyncio.gather(*(e.resume() for e in self.runtime.engines))
 
-    def weight_version(self) -> int:
-        return int(self.runtime.engines[0].weight_version)
-
-    def partial_counters(self) -> dict[str, int]:
-        p = self.partial
-        return {"resumed": p.resumed, "partial": p.partial} if p is not None else {}
+    async def partial_counters(self) -> dict[str, int]:
+        return await self.runtime.partial_counters()
 
     async def close(self) -> None:
         if self.runtime is not None:
@@ -78,7 +69,7 @@ class RolloutActor:
 
 
 class RayEngine:
-    """Driver-side handle on the actor's engine: the part of `Engine` that `WeightSync` uses."""
+    """Driver-side handle on the actor's replicas: what `WeightSync` needs of an engine."""
 
     def __init__(self, actor: Any, version: int):
         self.actor = actor
@@ -102,25 +93,26 @@ class RayEngine:
 
 
 class RayRunner:
-    """The loops' trial runner: one remote call per trial, so results stream back as trials end."""
+    """The trial runner: one remote call per trial, so results stream back as trials end."""
 
     def __init__(self, actor: Any):
         self.actor = actor
 
-    async def run(self, specs: list[TrialSpec], temperature: float, tag: str,
-                  on_done: Callable[[TrialResult], Any]) -> list[TrialResult]:
+    async def run(self, specs: Sequence[TrialSpec], temperature: float,
+                  on_done: OnDone | None = None) -> list[TrialResult]:
         import ray
 
         async def one(spec: TrialSpec) -> TrialResult:
-            ref = self.actor.run_trial.remote(spec, temperature, tag)
+            ref = self.actor.run_trial.remote(spec, temperature)
             try:
                 res = await ref
             except asyncio.CancelledError:
                 ray.cancel(ref)
                 raise
-            ret = on_done(res)
-            if asyncio.iscoroutine(ret):
-                await ret
+            if on_done is not None:
+                ret = on_done(res)
+                if asyncio.iscoroutine(ret):
+                    await ret
             return res
 
         return list(await asyncio.gather(*(one(s) for s in specs)))
@@ -128,33 +120,38 @@ class RayRunner:
 
 @dataclass
 class RayRuntime:
-    model_dir: Path
     engines: list[RayEngine]
     runner: RayRunner
-    tokenizer: Any
     actor: Any
     owns_cluster: bool
 
     @classmethod
-    async def start(cls, cfg: RunConfig, run_root: Path) -> RayRuntime:
+    async def start(cls, cfg: RunConfig, run_dir: RunDir) -> RayRuntime:
         try:
             import ray
         except ImportError:
-            raise RuntimeError("rollout.runtime='ray' needs Ray: pip install 'legorl[ray]'") from None
-        from legorl.models.chat import load_tokenizer
-
+            raise RuntimeError("cluster.runtime='ray' needs Ray: pip install 'legorl[ray]'") from None
         owns = False
         if not ray.is_initialized():
-            if cfg.rollout.ray_address:
-                ray.init(address=cfg.rollout.ray_address)
+            if cfg.cluster.ray_address:
+                ray.init(address=cfg.cluster.ray_address)
             else:
                 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
                 owns = True
         actor = ray.remote(num_cpus=0)(RolloutActor).remote()
-        info = await actor.start.remote(cfg.model_dump_json(), str(run_root))
-        engine = RayEngine(actor, int(info["weight_version"]))
-        model_dir = Path(info["model_dir"])
-        return cls(model_dir, [engine], RayRunner(actor), load_tokenizer(model_dir), actor, owns)
+        version = await actor.start.remote(cfg.model_dump_json(), str(run_dir.root))
+        return cls([RayEngine(actor, int(version))], RayRunner(actor), actor, owns)
+
+    @contextlib.asynccontextmanager
+    async def syncing(self) -> AsyncIterator[None]:
+        await self.actor.begin_sync.remote()
+        try:
+            yield
+        finally:
+            await self.actor.end_sync.remote()
+
+    async def partial_counters(self) -> dict[str, int]:
+        return await self.actor.partial_counters.remote()
 
     async def close(self) -> None:
         import ray

@@ -1,40 +1,100 @@
-"""Start one engine of either kind for the commands that serve a single policy (`legorl serve`,
-`legorl eval`, `legorl infer`). Training runs build their replicas from the run config instead
-(`legorl.runtime.inprocess`)."""
+"""Start the inference replicas of any kind, one way for every command (`legorl train | serve | eval |
+infer`): embedded engines (threads or child processes) or supervised vLLM servers (or attached URLs)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from legorl.config.sections import VLLMSection
 from legorl.serving.types import Engine
 
 EngineKind = Literal["embedded", "vllm"]
 ENGINE_KINDS: tuple[str, ...] = ("embedded", "vllm")
 
 
-async def start_engine(
-    model_dir: Path, kind: str = "embedded", *, kv_budget_tokens: int = 65536, seed: int = 0,
-    max_model_len: int | None = None, work_dir: Path | None = None, vllm_kv_cache_gib: int = 2,
-) -> Engine:
-    """An engine serving `model_dir`: the embedded engine in this process, or a supervised vLLM server
-    (fp32, eager, prefix caching; `work_dir` keeps its log). `max_model_len` None: the model's window
-    (capped at 8192 for vLLM, whose KV cache must hold one full-length request)."""
-    if kind == "embedded":
+@dataclass
+class EngineSpec:
+    """What replicas to start. `max_model_len` None: the model's window (vLLM: capped at 8192, since its
+    KV cache must hold one full-length request)."""
+
+    model_dir: Path
+    kind: str = "embedded"
+    n_replicas: int = 1
+    kv_budget_tokens: int = 32768
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None  # None: the engine's default
+    seed: int = 0
+    placement: Literal["thread", "process"] = "thread"
+    threads_per_replica: int | None = None  # None: cores // n_replicas when there are several
+    return_routed_experts: bool = False  # vLLM: send the routed experts back (R3)
+    vllm: VLLMSection = field(default_factory=VLLMSection)
+    work_dir: Path | None = None  # vLLM: one replica<i>/ each for logs and caches
+
+    def __post_init__(self) -> None:
+        if self.kind not in ENGINE_KINDS:
+            raise ValueError(f"unknown engine {self.kind!r}; use one of {', '.join(ENGINE_KINDS)}")
+
+
+def _window(model_dir: Path) -> int:
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    return int(cfg.get("max_position_embeddings") or 0) or 1 << 30
+
+
+async def start_engines(spec: EngineSpec) -> list[Engine]:
+    """Start `spec.n_replicas` replicas; on a failure the ones already started are closed."""
+    if spec.kind == "vllm":
+        return await _start_vllm(spec)
+    kwargs: dict = dict(kv_budget_tokens=spec.kv_budget_tokens, max_model_len=spec.max_model_len, seed=spec.seed)
+    if spec.max_num_seqs:
+        kwargs["max_num_seqs"] = spec.max_num_seqs
+    if spec.n_replicas == 1 and spec.placement == "thread":
         from legorl.serving.embedded import EmbeddedEngine
 
-        engine = await asyncio.to_thread(EmbeddedEngine.from_pretrained, model_dir, kv_budget_tokens=kv_budget_tokens,
-                                         seed=seed, max_model_len=max_model_len)
+        if spec.threads_per_replica:
+            kwargs["num_threads"] = spec.threads_per_replica
+        engine = EmbeddedEngine.from_pretrained(spec.model_dir, **kwargs)
         await engine.start()
-        return engine
-    if kind == "vllm":
-        from legorl.serving.vllm import VLLMEngine, VLLMServerConfig
+        return [engine]
+    from legorl.serving.pool_manager import create_pool
 
-        window = int(json.loads((Path(model_dir) / "config.json").read_text()).get("max_position_embeddings") or 2048)
-        return await VLLMEngine.launch(VLLMServerConfig(
-            model_dir=Path(model_dir), max_model_len=min(max_model_len or min(window, 8192), window), seed=seed,
-            kv_cache_gib=vllm_kv_cache_gib, work_dir=work_dir,
-        ))
-    raise ValueError(f"unknown engine {kind!r}; use one of {', '.join(ENGINE_KINDS)}")
+    kwargs["num_threads"] = spec.threads_per_replica or max(1, (os.cpu_count() or 1) // spec.n_replicas)
+    pool = await create_pool(spec.model_dir, spec.n_replicas, placement=spec.placement, engine_kwargs=kwargs)
+    return pool.engines()
+
+
+async def _start_vllm(spec: EngineSpec) -> list[Engine]:
+    from legorl.serving.vllm import SafetensorsExporter, VLLMEngine, VLLMServerConfig
+
+    v = spec.vllm
+    window = _window(spec.model_dir)
+    max_len = min(spec.max_model_len or min(window, 8192), window)
+    exporter = SafetensorsExporter(Path(v.weights_dir) if v.weights_dir else None)  # shared by the replicas
+    seeds = [spec.seed + 7919 * i for i in range(spec.n_replicas)]
+    if v.urls:
+        if len(v.urls) != spec.n_replicas:
+            raise ValueError(f"{len(v.urls)} vLLM URL(s) for {spec.n_replicas} replica(s): give one per replica")
+        starts = [VLLMEngine.attach(u, model_dir=spec.model_dir, exporter=exporter, seed=seeds[i], name=f"vllm{i}")
+                  for i, u in enumerate(v.urls)]
+    else:
+        starts = [VLLMEngine.launch(VLLMServerConfig(
+            model_dir=spec.model_dir, dtype=v.dtype, max_model_len=max_len, max_num_seqs=spec.max_num_seqs or 64,
+            seed=seeds[i], enforce_eager=v.enforce_eager, tensor_parallel_size=v.tensor_parallel_size,
+            kv_cache_gib=v.kv_cache_gib, gpu_memory_utilization=v.gpu_memory_utilization,
+            return_routed_experts=spec.return_routed_experts, extra_args=list(v.extra_args),
+            executable=v.executable, work_dir=spec.work_dir / f"replica{i}" if spec.work_dir else None,
+            startup_timeout_s=v.startup_timeout_sec,
+        ), exporter=exporter, name=f"vllm{i}") for i in range(spec.n_replicas)]
+    results = await asyncio.gather(*starts, return_exceptions=True)
+    engines = [e for e in results if not isinstance(e, BaseException)]
+    errors = [e for e in results if isinstance(e, BaseException)]
+    if errors:
+        for e in engines:
+            await e.close()
+        exporter.close()
+        raise errors[0]
+    return list(engines)

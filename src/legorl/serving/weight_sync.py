@@ -10,13 +10,25 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from legorl.serving.types import Engine
+
+class WeightTarget(Protocol):
+    """What a weight sync needs of a replica (an `Engine`, or a handle on a remote one)."""
+
+    @property
+    def weight_version(self) -> int: ...
+
+    async def pause(self, mode: Literal["wait", "abort"] = "wait") -> None: ...
+
+    async def update_weights(self, state_dict: Mapping[str, Any], version: int,
+                             mode: Literal["wait", "abort"] = "wait") -> None: ...
+
+    async def resume(self) -> None: ...
 
 
 class WeightSync:
-    def __init__(self, engines: Sequence[Engine]):
+    def __init__(self, engines: Sequence[WeightTarget]):
         self.engines = list(engines)
         self.version = max((e.weight_version for e in self.engines), default=0)
         self.last_duration_s = 0.0

@@ -17,7 +17,8 @@ from legorl.config import AlgorithmSection, TrainerSection
 from legorl.models.moe import RoutingReplayer, routing_tensor
 from legorl.train.batch import TrainBatch
 from legorl.train.logprobs import token_logprobs
-from legorl.train.losses import aggregate, gspo_loss, kl_penalty, ppo_loss
+from legorl.train.losses import aggregate, kl_penalty
+from legorl.train.registry import policy_loss
 
 
 def lr_lambda(kind: str, warmup: int, total: int):
@@ -70,6 +71,7 @@ class Actor:
         self.algo = algo
         self.temperature = temperature
         self.ref_model = ref_model
+        self.policy_loss = policy_loss(algo.policy_loss_mode)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             self.params, lr=trainer.lr, weight_decay=trainer.weight_decay, betas=(0.9, 0.999), eps=1e-8
@@ -141,11 +143,7 @@ class Actor:
                 )
                 adv, old = advantages[idx, :t], old_logp[idx, :t]
                 w = is_weights[idx, :t] if is_weights is not None else None
-                if a.policy_loss_mode == "gspo":
-                    pl = gspo_loss(logp, old, adv, mb.mask, a.clip_ratio_low, a.clip_ratio_high, w)
-                else:
-                    pl = ppo_loss(logp, old, adv, mb.mask, a.clip_ratio_low, a.clip_ratio_high,
-                                  a.clip_ratio_c, w, agg)
+                pl = self.policy_loss(logp, old, adv, mb.mask, a, w, agg)
                 entropy = aggregate(ent, mb.mask, agg)
                 loss = pl.loss - a.entropy_coef * entropy
                 if ref_logp is not None:

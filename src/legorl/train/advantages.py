@@ -96,3 +96,13 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tens
     out = torch.zeros_like(x)
     out[m] = (vals - vals.mean()) / (vals.std() + eps)
     return out
+
+
+def grpo_estimator(rewards: torch.Tensor, group_ids: list[str], algorithm) -> tuple[torch.Tensor, GroupStats]:
+    """`adv_estimator = "grpo"`: the registered form (rewards [B], group ids, the algorithm section)."""
+    return grpo_advantages(rewards, group_ids, norm_by_std=algorithm.norm_adv_by_std)
+
+
+def rloo_estimator(rewards: torch.Tensor, group_ids: list[str], algorithm) -> tuple[torch.Tensor, GroupStats]:
+    """`adv_estimator = "rloo"`."""
+    return rloo_advantages(rewards, group_ids)

@@ -1,4 +1,4 @@
-"""Collate rollouts into right-padded tensors aligned on token positions."""
+"""The trainer's one form of the data: trials with tokens, collated into right-padded tensors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from legorl.rollout import Rollout
+from legorl.trial import TrialResult
 
 
 @dataclass
@@ -18,6 +18,7 @@ class TrainBatch:
     rewards: torch.Tensor  # [B]
     group_ids: list[str]
     routed_experts: list | None = None  # per-row numpy [n-1, L, k] (R3)
+    prompt_lens: list[int] | None = None  # tokens before each row's first policy token
 
     @property
     def size(self) -> int:
@@ -31,12 +32,22 @@ class TrainBatch:
             self.input_ids[idx, :t], am[:, :t], self.mask[idx, :t], self.behav_logp[idx, :t],
             self.rewards[idx], [self.group_ids[i] for i in idx],
             [self.routed_experts[i] for i in idx] if self.routed_experts is not None else None,
+            [self.prompt_lens[i] for i in idx] if self.prompt_lens is not None else None,
         )
 
 
-def collate(rollouts: list[Rollout], pad_id: int = 0) -> TrainBatch:
-    if not rollouts:
-        raise ValueError("cannot collate an empty list of rollouts")
+def trainable(trials: list[TrialResult]) -> list[TrialResult]:
+    """The trials that carry at least one policy token (the rest have nothing to learn from)."""
+    return [r for r in trials if r.tokens is not None and r.tokens.num_policy_tokens > 0]
+
+
+def collate(trials: list[TrialResult], pad_id: int = 0) -> TrainBatch:
+    """Rows in `trials` order; every trial must have tokens (see `trainable`)."""
+    if not trials:
+        raise ValueError("cannot collate an empty list of trials")
+    rollouts = [r.tokens for r in trials]
+    if any(r is None for r in rollouts):
+        raise ValueError("cannot collate a trial without tokens: filter with trainable() first")
     t = max(len(r.token_ids) for r in rollouts)
     b = len(rollouts)
     ids = torch.full((b, t), pad_id, dtype=torch.long)
@@ -52,6 +63,6 @@ def collate(rollouts: list[Rollout], pad_id: int = 0) -> TrainBatch:
     mask[:, 0] = 0  # position 0 has no context: never a trainable token
     routed = [r.routed_experts for r in rollouts] if any(r.routed_experts is not None for r in rollouts) else None
     return TrainBatch(
-        ids, am, mask, lp * mask, torch.tensor([float(r.reward) for r in rollouts]),
-        [r.group_id for r in rollouts], routed,
+        ids, am, mask, lp * mask, torch.tensor([float(r.reward or 0.0) for r in trials]),
+        [r.group_id for r in trials], routed, [r.prompt_len for r in rollouts],
     )

@@ -9,7 +9,7 @@ import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -44,17 +44,24 @@ def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def save_checkpoint(
-    root: Path, state: TrainerState, model_state: dict[str, torch.Tensor], optimizer, scheduler
-) -> Path:
+class Checkpointable(Protocol):
+    """What a checkpoint holds of the trainer: its weights and the rest of its state (optimizer...)."""
+
+    def weights(self) -> dict[str, torch.Tensor]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state(self, weights: dict[str, torch.Tensor], state: dict[str, Any]) -> None: ...
+
+
+def save_checkpoint(root: Path, state: TrainerState, trainer: Checkpointable) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{state.step}"
     tmp = root / f".step_{state.step}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    save_file(_untie(model_state), str(tmp / "model.safetensors"))
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": _rng_state()},
-               tmp / "optim.pt")
+    save_file(_untie(trainer.weights()), str(tmp / "model.safetensors"))
+    torch.save({**trainer.state_dict(), "rng": _rng_state()}, tmp / "optim.pt")
     (tmp / "trainer_state.json").write_text(json.dumps(
         {"step": state.step, "data_state": state.data_state, "weight_version": state.weight_version}
     ))
@@ -74,12 +81,9 @@ def latest_checkpoint(root: Path) -> Path | None:
     return path if (path / "trainer_state.json").is_file() else None
 
 
-def load_checkpoint(path: Path, model: torch.nn.Module, optimizer, scheduler) -> TrainerState:
-    weights = load_file(str(path / "model.safetensors"))
-    model.load_state_dict(weights, strict=False)
+def load_checkpoint(path: Path, trainer: Checkpointable) -> TrainerState:
     blob = torch.load(path / "optim.pt", weights_only=False)
-    optimizer.load_state_dict(blob["optimizer"])
-    scheduler.load_state_dict(blob["scheduler"])
+    trainer.load_state(load_file(str(path / "model.safetensors")), blob)
     _set_rng_state(blob["rng"])
     meta = json.loads((path / "trainer_state.json").read_text())
     return TrainerState(meta["step"], meta["data_state"], meta["weight_version"])

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         skip_preflight: bool = typer.Option(False, "--skip-preflight",
                                             help="Do not run the preflight checks first (they refuse FATAL configs)."),
     ) -> None:
-        """Train a policy with online RL (sync loop): trials -> rewards -> update -> weight sync."""
+        """Train a policy with online RL: trials -> rewards -> update -> weight sync (sync or fully-async)."""
         import asyncio
 
         from legorl.config import ConfigError, load_config
@@ -42,8 +42,8 @@ def register(app: typer.Typer) -> None:
         from legorl.models import ModelNotFoundError
         from legorl.serving.types import EngineError
         from legorl.tasks import TaskValidationError
-        from legorl.train.loop import RunDirExistsError
-        from legorl.train.run import train
+        from legorl.train.loop import train
+        from legorl.train.steps import RunDirExistsError
         from legorl.train.trainer import LogprobMismatchError
 
         try:

@@ -1,180 +1,172 @@
-"""The synchronous training loop: sample tasks -> trials -> rewards -> update -> weight sync.
+"""One training run, top to bottom: `train(cfg)`.
+
+    sync:   sample tasks -> run their trials -> filter -> update -> push weights -> log -> checkpoint
+    async:  a Rollouter streams trials into the buffer; each step takes complete groups -> update ->
+            push weights every `trigger_parameter_sync_step` updates -> log -> checkpoint
 
 Everything a killed run needs to continue is checkpointed every `save_freq` steps; `resume=True`
 restarts from the newest checkpoint with the metrics files truncated to it, so no step is lost or
-logged twice.
+logged twice. A step is logged before it is checkpointed: a kill in between re-runs the step after
+resume and the truncated log gets its line once.
 """
 
 from __future__ import annotations
 
-import random
-import shutil
+import asyncio
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
-import torch
-
-from legorl.config import RunConfig
-from legorl.ops.metrics import MetricsLogger
+from legorl.config.sections import RunConfig
+from legorl.models.store import resolve_model
+from legorl.ops.progress import PhaseProgress
+from legorl.rundir import RunDir
+from legorl.runtime.types import Runtime
+from legorl.serving.weight_sync import WeightSync
 from legorl.tasks.model import Task
-from legorl.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from legorl.tasks.split import load_task_split
+from legorl.train.build import build_trainer
+from legorl.train.rollouter import Rollouter
 from legorl.train.sampler import TaskSampler
+from legorl.train.steps import (
+    Start,
+    check_run_dir,
+    checkpoint_due,
+    collect,
+    learn,
+    push_weights,
+    rollout_metrics,
+    save,
+    start_or_resume,
+    trial_specs,
+    validate,
+    validation_due,
+)
+from legorl.train.trainer import StepTrainer
 from legorl.workers.filter import TrajectoryFilter
-from legorl.workers.types import TrialResult, TrialSpec
 
 
-class TrialRunner(Protocol):
-    async def run(
-        self, specs: list[TrialSpec], temperature: float, tag: str, on_done: Callable[[TrialResult], None]
-    ) -> list[TrialResult]: ...
+async def start_runtime(cfg: RunConfig, run_dir: RunDir) -> Runtime:
+    if cfg.cluster.runtime == "ray":
+        from legorl.runtime.ray_runtime import RayRuntime
+
+        return await RayRuntime.start(cfg, run_dir)
+    from legorl.runtime.inprocess import InProcessRuntime
+
+    return await InProcessRuntime.start(cfg, run_dir)
 
 
-class RunDirExistsError(RuntimeError):
-    pass
+async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
+                on_line: Callable[[str], None] = print, progress: bool = True) -> list[dict[str, Any]]:
+    """Run `cfg` to `trainer.total_steps`; returns one metrics dict per logged step."""
+    run_dir = RunDir.of(cfg.run.output_dir, cfg.run.name)
+    check_run_dir(run_dir, resume, overwrite)
+    run_dir.root.mkdir(parents=True, exist_ok=True)
+    run_dir.config_json.write_text(cfg.model_dump_json(indent=2))
+    train_tasks, val_tasks = load_task_split(cfg.tasks)
+    on_line(f"tasks: {len(train_tasks)} train, {len(val_tasks)} val; run dir {run_dir.root}")
+    runtime = await start_runtime(cfg, run_dir)
+    try:
+        trainer = build_trainer(cfg, resolve_model(cfg.model.path))
+        sync = WeightSync(runtime.engines)
+        sampler = TaskSampler(train_tasks, seed=cfg.run.seed)
+        start, note = await start_or_resume(cfg, run_dir, trainer, sampler, runtime, sync, resume)
+        if note:
+            on_line(note)
+        bar = PhaseProgress(enabled=progress)
+        history: list[dict[str, Any]] = []
 
-
-@dataclass
-class RunPaths:
-    root: Path
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / "checkpoints"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def trials(self) -> Path:
-        return self.root / "trials"
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def outcome_metrics(results: list[TrialResult], prefix: str) -> dict[str, float]:
-    n = max(len(results), 1)
-    counts = Counter(r.outcome for r in results)
-    m = {f"{prefix}/outcome/{k}": v / n for k, v in sorted(counts.items())}
-    m[f"{prefix}/pass_rate"] = sum(1 for r in results if (r.reward or 0) >= 1.0) / n
-    m[f"{prefix}/score/mean"] = sum((r.reward or 0.0) for r in results) / n
-    m[f"{prefix}/turns/mean"] = sum(r.turns for r in results) / n
-    return m
-
-
-class SyncLoop:
-    def __init__(self, cfg: RunConfig, train_tasks: list[Task], val_tasks: list[Task], runner: TrialRunner,
-                 step_trainer: Any, paths: RunPaths, on_line: Callable[[str], None] = print,
-                 progress: Any = None):
-        self.cfg = cfg
-        self.train_tasks = train_tasks
-        self.val_tasks = val_tasks
-        self.runner = runner
-        self.trainer = step_trainer
-        self.paths = paths
-        self.sampler = TaskSampler(train_tasks, seed=cfg.run.seed)
-        self.on_line = on_line
-        self.progress = progress  # optional rich-like object with start(tag, total) / advance() / stop()
-        self.start_step = 1
-        self.logger: MetricsLogger | None = None
-        self.filter = TrajectoryFilter()
-
-    async def prepare(self, resume: bool, overwrite: bool) -> None:
-        ckpt = latest_checkpoint(self.paths.checkpoints)
-        if resume and ckpt is not None:
-            actor = self.trainer.actor
-            state = load_checkpoint(ckpt, actor.model, actor.optimizer, actor.scheduler)
-            self.sampler.load_state_dict(state.data_state)
-            if self.trainer.weight_sync is not None:
-                await self.trainer.weight_sync.push(actor.full_state_dict(), state.weight_version)
-            self.start_step = state.step + 1
-            self.logger = MetricsLogger(self.paths.logs, self.cfg.run.name, resume_step=state.step,
-                                        sinks=self._sinks())
-            self.on_line(f"resumed from {ckpt} (step {state.step}, weight version {state.weight_version})")
-            return
-        if ckpt is not None and not overwrite and not resume:
-            raise RunDirExistsError(
-                f"{self.paths.root} already holds checkpoints: pass --resume to continue it, --overwrite to "
-                "start over, or set run.name to a new name"
-            )
-        if overwrite:
-            shutil.rmtree(self.paths.checkpoints, ignore_errors=True)
-        seed_everything(self.cfg.run.seed)
-        self.logger = MetricsLogger(self.paths.logs, self.cfg.run.name, sinks=self._sinks())
-
-    def _sinks(self) -> list | None:
-        """Config-named sinks; None falls back to $LEGORL_METRICS_SINKS."""
-        if not self.cfg.run.metrics_sinks:
-            return None
-        from legorl.ops.sinks import make_sinks
-
-        return make_sinks(self.cfg.run.metrics_sinks, self.paths.logs, self.cfg.run.name,
-                          config=self.cfg.model_dump(mode="json"))
-
-    def _specs(self, tasks: list[Task], n: int, step: int, tag: str) -> list[TrialSpec]:
-        return [
-            TrialSpec(task=t, attempt=j, group_id=f"{tag}:{t.id}", step=step, trial_id=f"{tag}-{i:03d}-{j}")
-            for i, t in enumerate(tasks) for j in range(n)
-        ]
-
-    async def _collect(self, specs: list[TrialSpec], temperature: float, tag: str) -> list[TrialResult]:
-        if self.progress is not None:
-            self.progress.start(tag, len(specs))
-        try:
-            return await self.runner.run(specs, temperature, tag,
-                                         lambda _r: self.progress.advance() if self.progress else None)
-        finally:
-            if self.progress is not None:
-                self.progress.stop()
-
-    async def validate(self, step: int) -> dict[str, float]:
-        if not self.val_tasks:
-            return {}
-        t = self.cfg.trainer
-        temp = t.val_temperature if t.val_temperature is not None else self.cfg.rollout.temperature
-        results = await self._collect(self._specs(self.val_tasks, t.val_n, step, f"val_{step}"), temp, f"val_{step}")
-        return outcome_metrics(results, "val")
-
-    async def run(self) -> list[dict[str, Any]]:
-        cfg, t = self.cfg, self.cfg.trainer
-        assert self.logger is not None, "call prepare() first"
-        history = []
-        if t.val_before_train and self.start_step == 1:
-            m = await self.validate(0)
-            self.on_line(self.logger.log(0, m))
-            history.append({"step": 0, **m})
-        for step in range(self.start_step, t.total_steps + 1):
-            t0 = time.perf_counter()
-            tasks = self.sampler.next_batch(t.train_batch_size)
-            specs = self._specs(tasks, cfg.algorithm.n_resp_per_prompt, step, f"step_{step}")
-            results = await self._collect(specs, cfg.rollout.temperature, f"step_{step}")
-            t_roll = time.perf_counter() - t0
-            kept, fstats = self.filter(results)
-            metrics = await self.trainer.step(kept)
-            metrics.update(fstats.metrics("trajectory_filter/"))
-            metrics["trajectory_filter/invalid_ratio"] = fstats.total_dropped / max(len(results), 1)
-            metrics.update(outcome_metrics(results, "rollout"))
-            metrics["timing/rollout_s"] = t_roll
-            if t.test_freq and (step % t.test_freq == 0 or step == t.total_steps):
-                metrics.update(await self.validate(step))
-            metrics["timing/step_s"] = time.perf_counter() - t0
-            # log first, then checkpoint: a kill in between re-runs this step after resume and the
-            # truncated log gets its line once
-            self.on_line(self.logger.log(step, metrics))
+        def log(step: int, metrics: dict[str, float]) -> None:
+            on_line(start.logger.log(step, metrics))
             history.append({"step": step, **metrics})
-            if (t.save_freq and step % t.save_freq == 0) or step == t.total_steps:
-                actor = self.trainer.actor
-                version = self.trainer.weight_sync.version if self.trainer.weight_sync else step
-                save_checkpoint(self.paths.checkpoints, TrainerState(step, self.sampler.state_dict(), version),
-                                actor.full_state_dict(), actor.optimizer, actor.scheduler)
-        self.logger.close()
+
+        try:
+            if cfg.trainer.val_before_train and start.step == 1:
+                log(0, await validate(runtime.runner, cfg, val_tasks, 0, bar))
+            steps = _async_steps if cfg.async_training.enabled else _sync_steps
+            await steps(cfg, run_dir, runtime, trainer, sync, sampler, val_tasks, start, log, bar)
+        finally:
+            start.logger.close()
         return history
+    finally:
+        await runtime.close()
+
+
+Log = Callable[[int, dict[str, float]], None]
+
+
+async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer: StepTrainer, sync: WeightSync,
+                      sampler: TaskSampler, val_tasks: list[Task], start: Start, log: Log,
+                      bar: PhaseProgress) -> None:
+    """Roll out a batch, update on it, push the weights: every trial of a step sees the same weights."""
+    trajectory_filter = TrajectoryFilter()
+    for step in range(start.step, cfg.trainer.total_steps + 1):
+        t0 = time.perf_counter()
+        tasks = sampler.next_batch(cfg.trainer.train_batch_size)
+        tag = f"step_{step}"
+        specs = trial_specs(tasks, cfg.algorithm.n_resp_per_prompt, step, tag)
+        results = await collect(runtime.runner, specs, cfg.rollout.temperature, tag, bar)
+        t_roll = time.perf_counter() - t0
+        kept, fstats = trajectory_filter(results)
+        metrics = learn(trainer, kept)
+        if not metrics.get("actor/skipped"):
+            metrics["timing/weight_sync_s"] = await push_weights(runtime, sync, trainer)
+            metrics["weight_version"] = float(sync.version)
+        metrics.update(rollout_metrics(results, fstats))
+        metrics["timing/rollout_s"] = t_roll
+        if validation_due(cfg, step):
+            metrics.update(await validate(runtime.runner, cfg, val_tasks, step, bar))
+        metrics["timing/step_s"] = time.perf_counter() - t0
+        log(step, metrics)
+        if checkpoint_due(cfg, step):
+            save(run_dir, step, trainer, sampler, sync.version)
+
+
+async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer: StepTrainer,
+                       sync: WeightSync, sampler: TaskSampler, val_tasks: list[Task], start: Start, log: Log,
+                       bar: PhaseProgress) -> None:
+    """Trials keep streaming while the trainer updates (in a worker thread, so the proxy, scaffolds and
+    verifiers keep running on this event loop); weights are pushed every `trigger_parameter_sync_step`
+    updates, aborting in-flight generations when partial rollout resumes them."""
+    every = cfg.async_training.trigger_parameter_sync_step
+    mode = "abort" if cfg.async_training.partial_enabled else "wait"
+    trajectory_filter = TrajectoryFilter()
+    actor_version = sync.version
+    rollouter = Rollouter(cfg, runtime.runner, sampler, lambda: sync.version, start.step)
+    rollouter.start()
+    t_run = time.perf_counter()
+    since_sync = 0
+    try:
+        for step in range(start.step, cfg.trainer.total_steps + 1):
+            rollouter.step = step
+            t0 = time.perf_counter()
+            results, bstats = await rollouter.next_batch(actor_version)
+            t1 = time.perf_counter()
+            kept, fstats = trajectory_filter(results)
+            metrics = await asyncio.to_thread(learn, trainer, kept)
+            actor_version += 1
+            since_sync += 1
+            if since_sync >= every or step == cfg.trainer.total_steps:
+                metrics["timing/weight_sync_s"] = await push_weights(runtime, sync, trainer, actor_version, mode)
+                rollouter.wake()
+                since_sync = 0
+            metrics["weight_version"] = float(sync.version)
+            metrics["actor_version"] = float(actor_version)
+            busy = time.perf_counter() - t1
+            metrics.update(bstats.metrics())
+            metrics.update(rollout_metrics(results, fstats))
+            metrics.update(rollouter.metrics(kept))
+            counters = await runtime.partial_counters()
+            if "resumed" in counters:
+                metrics["fully_async/partial/resumed_total"] = float(counters["resumed"])
+            metrics["fully_async/trainer/idle_s"] = bstats.wait_s
+            metrics["fully_async/trainer/idle_ratio"] = bstats.wait_s / max(bstats.wait_s + busy, 1e-9)
+            if validation_due(cfg, step):
+                metrics.update(await validate(runtime.runner, cfg, val_tasks, step, bar))
+            metrics["timing/step_s"] = time.perf_counter() - t0
+            metrics["timing/wall_s"] = time.perf_counter() - t_run
+            log(step, metrics)
+            if checkpoint_due(cfg, step):
+                save(run_dir, step, trainer, sampler, actor_version)
+    finally:
+        await rollouter.stop()

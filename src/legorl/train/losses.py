@@ -131,3 +131,14 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     """Clipped value loss (PPO critic)."""
     clipped = old_values + (values - old_values).clamp(-clip, clip)
     return 0.5 * masked_mean(torch.maximum((values - returns) ** 2, (clipped - returns) ** 2), mask)
+
+
+def ppo_policy_loss(logp, old_logp, adv, mask, algorithm, weights=None, agg: str = "token-mean") -> PolicyLossOut:
+    """`policy_loss_mode = "ppo"`: the registered form (a custom loss takes the same arguments)."""
+    return ppo_loss(logp, old_logp, adv, mask, algorithm.clip_ratio_low, algorithm.clip_ratio_high,
+                    algorithm.clip_ratio_c, weights, agg)
+
+
+def gspo_policy_loss(logp, old_logp, adv, mask, algorithm, weights=None, agg: str = "token-mean") -> PolicyLossOut:
+    """`policy_loss_mode = "gspo"` (always sequence-mean aggregation)."""
+    return gspo_loss(logp, old_logp, adv, mask, algorithm.clip_ratio_low, algorithm.clip_ratio_high, weights)

@@ -1,28 +1,30 @@
-"""One training step: rollouts -> advantages -> policy update -> weight sync, with the field's metrics.
+"""One policy update on a collated batch: old logprobs, fidelity, advantages, the actor (and critic) step.
 
-The step refuses a batch whose rollout-vs-trainer logprob gap exceeds the configured threshold:
-such a gap means tokens or weights disagree between sampler and learner, and training on it
-silently corrupts the policy.
+`update` is synchronous and knows nothing of engines or weight versions: the loop pushes weights
+after it. The step refuses a batch whose rollout-vs-trainer logprob gap exceeds the configured
+threshold: such a gap means tokens or weights disagree between sampler and learner, and training on
+it silently corrupts the policy. The trainer saves and loads its own state (`state_dict`), so the
+loop never reaches into the optimizer.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 
-from legorl.config import RunConfig
-from legorl.rollout import Rollout
-from legorl.serving.weight_sync import WeightSync
+from legorl.config import AlgorithmSection, TrainerSection
 from legorl.train.actor import Actor
-from legorl.train.advantages import gae_advantages, grpo_advantages, rloo_advantages, whiten
-from legorl.train.batch import collate
+from legorl.train.advantages import gae_advantages, whiten
+from legorl.train.batch import TrainBatch
 from legorl.train.critic import Critic
 from legorl.train.logprobs import fidelity
 from legorl.train.losses import rollout_is_weights
+from legorl.train.registry import advantage_estimator
 
 
-def routing_coverage(batch) -> float:
+def routing_coverage(batch: TrainBatch) -> float:
     """Share of gradient tokens whose predicting position has a recorded routing in every layer."""
     if batch.routed_experts is None:
         return 0.0
@@ -41,32 +43,46 @@ class LogprobMismatchError(RuntimeError):
 
 
 class StepTrainer:
-    def __init__(self, cfg: RunConfig, actor: Actor, weight_sync: WeightSync | None, critic: Critic | None = None,
-                 pad_id: int = 0):
-        self.cfg = cfg
+    def __init__(self, algorithm: AlgorithmSection, trainer: TrainerSection, actor: Actor,
+                 critic: Critic | None = None, pad_id: int = 0):
+        self.algorithm = algorithm
+        self.trainer = trainer
         self.actor = actor
-        self.weight_sync = weight_sync
         self.critic = critic
         self.pad_id = pad_id
-        if cfg.algorithm.adv_estimator == "gae" and critic is None:
-            raise ValueError("adv_estimator='gae' needs a critic")
+        if algorithm.adv_estimator == "gae":
+            if critic is None:
+                raise ValueError("adv_estimator='gae' needs a critic")
+            self.estimator = None
+        else:
+            self.estimator = advantage_estimator(algorithm.adv_estimator)
 
-    async def step(self, rollouts: list[Rollout]) -> dict[str, float]:
-        """Update on `rollouts` (already filtered); returns metrics. Syncs weights when done."""
-        a, t = self.cfg.algorithm, self.cfg.trainer
+    def _check_fidelity(self, fid: dict[str, float]) -> None:
+        limit = self.trainer.max_logprob_abs_diff
+        if limit is not None and fid.get("rollout_corr/abs_diff_mean", 0.0) > limit:
+            raise LogprobMismatchError(
+                f"rollout vs trainer logprobs differ by {fid['rollout_corr/abs_diff_mean']:.3g} on average "
+                f"(max {fid['rollout_corr/abs_diff_max']:.3g}), above trainer.max_logprob_abs_diff={limit}: "
+                "the sampler and the trainer disagree on tokens or weights; refusing this batch"
+            )
+
+    def _advantages(self, batch: TrainBatch, metrics: dict[str, float]) -> torch.Tensor:
+        mask = batch.mask
+        if self.estimator is None:  # GAE: token-level, from the critic's values
+            assert self.critic is not None
+            values = self.critic.values(batch)
+            adv, returns = gae_advantages(batch.rewards, values, mask, self.algorithm.gamma, self.algorithm.lam)
+            metrics.update(self.critic.update(batch, values, returns))
+            return whiten(adv, mask)
+        seq_adv, gstats = self.estimator(batch.rewards, batch.group_ids, self.algorithm)
+        metrics["grpo/zero_std_groups"] = float(gstats.zero_std_groups)
+        metrics["grpo/num_groups"] = float(gstats.num_groups)
+        return seq_adv.unsqueeze(-1) * mask
+
+    def update(self, batch: TrainBatch) -> dict[str, float]:
+        """One update on `batch` (trials with policy tokens); returns the step's trainer metrics."""
         metrics: dict[str, float] = {}
-        rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
-        metrics.update({
-            "critic/score/mean": float(rewards.mean()) if len(rollouts) else 0.0,
-            "critic/score/max": float(rewards.max()) if len(rollouts) else 0.0,
-            "critic/score/min": float(rewards.min()) if len(rollouts) else 0.0,
-        })
-        trainable = [r for r in rollouts if r.num_policy_tokens > 0]
-        if not trainable:
-            metrics["actor/skipped"] = 1.0
-            return metrics
         t0 = time.perf_counter()
-        batch = collate(trainable, self.pad_id)
         old_logp = self.actor.compute_logprobs(batch)
         fid = fidelity(old_logp, batch.behav_logp, batch.mask)
         metrics.update(fid)
@@ -76,29 +92,12 @@ class StepTrainer:
             metrics.update({k.replace("rollout_corr/", "rollout_corr_no_r3/"): v
                             for k, v in fidelity(free, batch.behav_logp, batch.mask).items()})
         metrics["timing/old_logprob_s"] = time.perf_counter() - t0
-        limit = t.max_logprob_abs_diff
-        if limit is not None and fid.get("rollout_corr/abs_diff_mean", 0.0) > limit:
-            raise LogprobMismatchError(
-                f"rollout vs trainer logprobs differ by {fid['rollout_corr/abs_diff_mean']:.3g} on average "
-                f"(max {fid['rollout_corr/abs_diff_max']:.3g}), above trainer.max_logprob_abs_diff={limit}: "
-                "the sampler and the trainer disagree on tokens or weights; refusing this batch"
-            )
+        self._check_fidelity(fid)
         mask = batch.mask
-        if a.adv_estimator == "gae":
-            assert self.critic is not None
-            values = self.critic.values(batch)
-            adv, returns = gae_advantages(batch.rewards, values, mask, a.gamma, a.lam)
-            adv = whiten(adv, mask)
-            metrics.update(self.critic.update(batch, values, returns))
-        else:
-            est = grpo_advantages if a.adv_estimator == "grpo" else rloo_advantages
-            kwargs = {"norm_by_std": a.norm_adv_by_std} if a.adv_estimator == "grpo" else {}
-            seq_adv, gstats = est(batch.rewards, batch.group_ids, **kwargs)
-            adv = seq_adv.unsqueeze(-1) * mask
-            metrics["grpo/zero_std_groups"] = float(gstats.zero_std_groups)
-            metrics["grpo/num_groups"] = float(gstats.num_groups)
+        adv = self._advantages(batch, metrics)
         metrics["critic/advantages/mean"] = float((adv * mask).sum() / mask.sum().clamp(min=1))
-        isw = rollout_is_weights(old_logp, batch.behav_logp, mask, a.rollout_is, a.rollout_is_threshold)
+        algo = self.algorithm
+        isw = rollout_is_weights(old_logp, batch.behav_logp, mask, algo.rollout_is, algo.rollout_is_threshold)
         if isw is not None:
             metrics["rollout_is/ess"] = isw.ess
         t1 = time.perf_counter()
@@ -107,10 +106,28 @@ class StepTrainer:
         lengths = mask.sum(-1)
         metrics["response_length/mean"] = float(lengths.mean())
         metrics["response_length/max"] = float(lengths.max())
-        metrics["prompt_length/mean"] = float(sum(r.prompt_len for r in trainable) / len(trainable))
-        if self.weight_sync is not None:
-            t2 = time.perf_counter()
-            version = await self.weight_sync.push(self.actor.full_state_dict())
-            metrics["timing/weight_sync_s"] = time.perf_counter() - t2
-            metrics["weight_version"] = float(version)
+        if batch.prompt_lens:
+            metrics["prompt_length/mean"] = float(sum(batch.prompt_lens) / len(batch.prompt_lens))
         return metrics
+
+    # -- state -------------------------------------------------------------------------------------
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The policy's full weights (gathered under FSDP2): what engines and checkpoints get."""
+        return self.actor.full_state_dict()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the policy weights that a resumed run needs: optimizer, LR schedule, critic."""
+        state: dict[str, Any] = {"optimizer": self.actor.optimizer.state_dict(),
+                                 "scheduler": self.actor.scheduler.state_dict()}
+        if self.critic is not None:
+            state["critic"] = self.critic.state_dict()
+            state["critic_optimizer"] = self.critic.optimizer.state_dict()
+        return state
+
+    def load_state(self, weights: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
+        self.actor.model.load_state_dict(weights, strict=False)
+        self.actor.optimizer.load_state_dict(state["optimizer"])
+        self.actor.scheduler.load_state_dict(state["scheduler"])
+        if self.critic is not None and "critic" in state:
+            self.critic.load_state_dict(state["critic"])
+            self.critic.optimizer.load_state_dict(state["critic_optimizer"])

@@ -3,14 +3,14 @@ failure outcomes, the trajectory filter, and `legorl eval` / `legorl infer`.
 
     worker = AgentLoopWorker(WorkerConfig(scaffold="builtin"), ProxyEndpoints(proxy))
     results = await worker.run_trials([TrialSpec(task, attempt=i) for i in range(4)], on_result=cb)
-    rollouts, stats = TrajectoryFilter()(results)
+    kept, stats = TrajectoryFilter()(results)   # trials to train on
 """
 
+from legorl.trial import INFRA_OUTCOMES, Outcome, TrialResult, TrialSpec, TrialTokens
 from legorl.workers.config import WorkerConfig
 from legorl.workers.endpoints import DirectEndpoints, EndpointProvider, NoEndpoints, ProxyEndpoints
 from legorl.workers.filter import FilterStats, TrajectoryFilter
-from legorl.workers.rollouts import RolloutError, build_rollout
-from legorl.workers.types import INFRA_OUTCOMES, Outcome, TrialResult, TrialSpec
+from legorl.workers.tokens import TokensError, trial_tokens
 from legorl.workers.worker import AgentLoopWorker, run_trials
 
 __all__ = [
@@ -22,11 +22,12 @@ __all__ = [
     "NoEndpoints",
     "Outcome",
     "ProxyEndpoints",
-    "RolloutError",
+    "TokensError",
     "TrajectoryFilter",
     "TrialResult",
     "TrialSpec",
+    "TrialTokens",
     "WorkerConfig",
-    "build_rollout",
     "run_trials",
+    "trial_tokens",
 ]

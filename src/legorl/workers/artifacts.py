@@ -5,21 +5,13 @@ dir serves the scaffold and is removed after the trial."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from legorl.workers.types import TrialResult
-
-
-def slug(text: str, limit: int = 60) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:limit] or "task"
-
-
-def trial_dir(root: Path, exp: str, step: int, trial_id: str) -> Path:
-    return root / "trials" / slug(exp) / f"step_{step}" / slug(trial_id, 120)
+from legorl.rundir import RunDir, slug
+from legorl.trial import TrialResult
 
 
 class TrialDir:
@@ -28,7 +20,7 @@ class TrialDir:
     def __init__(self, root: Path | None, exp: str, step: int, trial_id: str):
         self.persistent = root is not None
         if root is not None:
-            self.path = trial_dir(root, exp, step, trial_id)
+            self.path = RunDir(root, exp).trial_dir(step, trial_id)
             self.path.mkdir(parents=True, exist_ok=True)
         else:
             self.path = Path(tempfile.mkdtemp(prefix=f"legorl-trial-{slug(trial_id, 30)}-"))
@@ -51,7 +43,7 @@ class TrialDir:
 
 def result_record(r: TrialResult) -> dict[str, Any]:
     """One JSON-able line per trial (result.json, eval's results.json)."""
-    ro = r.rollout
+    ro = r.tokens
     return {
         "trial_id": r.spec.trial_id,
         "task_id": r.spec.task.id,

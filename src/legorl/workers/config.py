@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from legorl.agents.base import ScaffoldLimits
+from legorl.config.sections import RunConfig
 
 
 @dataclass
@@ -40,3 +41,16 @@ class WorkerConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.output_root is not None:
             self.output_root = Path(self.output_root)
+
+
+def worker_config(cfg: RunConfig, output_root: Path | None = None) -> WorkerConfig:
+    """A training run's worker settings, from its `agent`, `sandbox` and `rollout` sections."""
+    agent, rollout = cfg.agent, cfg.rollout
+    limits = ScaffoldLimits(max_turns=rollout.max_turns, max_tokens_per_call=rollout.max_response_len,
+                            temperature=rollout.temperature, top_p=rollout.top_p)
+    n = rollout.concurrency
+    return WorkerConfig(
+        scaffold=agent.name, scaffold_kwargs=dict(agent.kwargs), limits=limits, backend=cfg.sandbox.backend,
+        max_trials=n, max_sandboxes=n, max_scaffolds=n, agent_timeout_sec=agent.timeout_sec,
+        verifier_timeout_sec=cfg.sandbox.verifier_timeout_sec, output_root=output_root, exp_name=cfg.run.name,
+    )

@@ -1,14 +1,13 @@
-"""What `legorl eval` and `legorl infer` share: the policy stack, k trials per task, pass@k.
+"""What `legorl eval` and `legorl infer` share: k trials per task against a policy, pass@k.
 
-The stack is the in-process default (embedded engine + proxy: tokens captured), a remote
-OpenAI-compatible server (`base_url`: any served model; tokens are NOT captured, nothing to train
-on), or nothing for scaffolds that never call a model (oracle, nop).
+The policy runs in an in-process runtime (`legorl.runtime.inprocess.PolicySpec`): a local model
+behind the proxy (tokens captured), a remote OpenAI-compatible server (`base_url`: any served
+model; tokens are NOT captured, nothing to train on), or nothing for scaffolds that never call a
+model (oracle, nop).
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import json
 import math
 from collections import Counter
@@ -18,26 +17,23 @@ from pathlib import Path
 from typing import Any
 
 from legorl.agents.base import SCAFFOLDS
+from legorl.plugins import load_object
+from legorl.runtime.inprocess import PolicySpec, policy_runtime
 from legorl.tasks.model import Task
+from legorl.trial import TrialResult, TrialSpec
 from legorl.workers.artifacts import result_record
 from legorl.workers.config import WorkerConfig
-from legorl.workers.endpoints import DirectEndpoints, EndpointProvider, NoEndpoints, ProxyEndpoints
-from legorl.workers.types import TrialResult, TrialSpec
-from legorl.workers.worker import AgentLoopWorker, OnResult
+from legorl.workers.runner import OnDone
+
+__all__ = ["EvalReport", "PolicySpec", "TaskStats", "evaluate", "is_solved", "make_specs", "pass_at_k",
+           "scaffold_class"]
 
 
 def scaffold_class(spec: str) -> type:
     """The scaffold class behind a registered name or `module:Class` (ValueError when unknown)."""
     import legorl.agents  # noqa: F401  (registers the built-in names)
 
-    target = SCAFFOLDS.get(spec, spec)
-    if ":" not in target:
-        raise ValueError(f"unknown agent {spec!r}: use one of {', '.join(sorted(SCAFFOLDS))} or 'module:Class'")
-    module, _, name = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot load agent {spec!r} ({target}): {exc}") from None
+    return load_object(spec, SCAFFOLDS, "agent")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -117,80 +113,16 @@ class EvalReport:
         return path
 
 
-@dataclass
-class PolicySpec:
-    model: str | None = None  # store name or HF dir (embedded); with base_url: the served model's name
-    base_url: str | None = None
-    api_key: str = "legorl"
-    kv_budget_tokens: int = 32768
-    max_model_len: int | None = None
-    tool_parser: str = "hermes"
-    seed: int = 0
-    engine: str = "embedded"  # or "vllm": a vLLM server legorl starts for the run
-
-
-class PolicyStack:
-    """Async context manager yielding the EndpointProvider for a run; shuts everything down after."""
-
-    def __init__(self, spec: PolicySpec, needs_model: bool = True):
-        self.spec, self.needs_model = spec, needs_model
-        self.engine: Any = None
-        self.proxy: Any = None
-        self.captures_tokens = False
-
-    async def __aenter__(self) -> EndpointProvider:
-        s = self.spec
-        if not self.needs_model:
-            return NoEndpoints()
-        if s.base_url:
-            model = s.model or await asyncio.to_thread(_first_model, s.base_url, s.api_key)
-            return DirectEndpoints(s.base_url, model, s.api_key)
-        from legorl.models import DEFAULT_MODEL, resolve_model
-        from legorl.models.chat import load_tokenizer
-        from legorl.proxy import ProxyConfig, ProxyServer
-        from legorl.serving.launch import start_engine
-        from legorl.serving.manager import SingleReplicaManager
-
-        path = resolve_model(s.model or DEFAULT_MODEL)
-        self.engine = await start_engine(path, s.engine, kv_budget_tokens=s.kv_budget_tokens, seed=s.seed,
-                                         max_model_len=s.max_model_len)
-        tok = await asyncio.to_thread(load_tokenizer, path)
-        manager = SingleReplicaManager(self.engine, self.engine.max_model_len)
-        self.proxy = ProxyServer(manager, tok, ProxyConfig(tool_parser=s.tool_parser))
-        await self.proxy.start()
-        self.captures_tokens = True
-        return ProxyEndpoints(self.proxy)
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self.proxy is not None:
-            await self.proxy.close()
-        if self.engine is not None:
-            await self.engine.close()
-
-
-def _first_model(base_url: str, api_key: str) -> str:
-    """The first model a remote server lists (so `--base-url` alone is enough)."""
-    import urllib.request
-
-    base = base_url.rstrip("/")
-    url = (base if base.endswith("/v1") else base + "/v1") + "/models"
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        data = json.loads(resp.read())
-    return data["data"][0]["id"]
-
-
 def make_specs(tasks: Sequence[Task], k: int, step: int = 0) -> list[TrialSpec]:
     """k attempts per task; the attempts of one task share a group id."""
     return [TrialSpec(task=t, attempt=a, group_id=t.id, step=step) for t in tasks for a in range(k)]
 
 
 async def evaluate(
-    tasks: Sequence[Task], k: int, config: WorkerConfig, policy: PolicySpec, on_result: OnResult | None = None
+    tasks: Sequence[Task], k: int, config: WorkerConfig, policy: PolicySpec, on_result: OnDone | None = None
 ) -> EvalReport:
     """Run k trials per task with one scaffold and one policy; the report holds every trial."""
     needs_model = getattr(scaffold_class(config.scaffold), "needs_model", True)
-    async with PolicyStack(policy, needs_model) as endpoints:
-        worker = AgentLoopWorker(config, endpoints)
-        results = await worker.run_trials(make_specs(tasks, k), on_result)
+    async with policy_runtime(policy, config, needs_model) as runtime:
+        results = await runtime.runner.run(make_specs(tasks, k), config.limits.temperature, on_result)
     return EvalReport.from_results(results, k)

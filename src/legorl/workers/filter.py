@@ -11,8 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from legorl.rollout import Rollout
-from legorl.workers.types import INFRA_OUTCOMES, TrialResult
+from legorl.trial import INFRA_OUTCOMES, TrialResult
 
 
 @dataclass
@@ -32,7 +31,7 @@ class FilterStats:
 
 
 class TrajectoryFilter:
-    """Keeps rollouts of trials whose outcome is not in `drop_outcomes`."""
+    """Keeps trials with tokens whose outcome is not in `drop_outcomes`."""
 
     def __init__(self, drop_outcomes: Iterable[str] = INFRA_OUTCOMES):
         self.drop_outcomes = frozenset(drop_outcomes)
@@ -41,18 +40,17 @@ class TrajectoryFilter:
         """None to keep, else the drop key (an outcome or "no_rollout")."""
         if result.outcome in self.drop_outcomes:
             return result.outcome
-        if result.rollout is None:
+        if result.tokens is None:
             return "no_rollout"
         return None
 
-    def __call__(self, results: Sequence[TrialResult]) -> tuple[list[Rollout], FilterStats]:
+    def __call__(self, results: Sequence[TrialResult]) -> tuple[list[TrialResult], FilterStats]:
         stats = FilterStats()
-        kept: list[Rollout] = []
+        kept: list[TrialResult] = []
         for r in results:
             key = self.keep(r)
             if key is None:
-                assert r.rollout is not None
-                kept.append(r.rollout)
+                kept.append(r)
                 stats.kept += 1
             else:
                 stats.dropped[key] += 1

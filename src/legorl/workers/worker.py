@@ -30,11 +30,11 @@ from legorl.env import SandboxError, make_sandbox, verify
 from legorl.env.base import Sandbox
 from legorl.env.verifier import VerifyResult
 from legorl.proxy.record import SessionRecord
+from legorl.trial import Outcome, TrialResult, TrialSpec
 from legorl.workers.artifacts import TrialDir, slug, write_result
 from legorl.workers.config import WorkerConfig
 from legorl.workers.endpoints import EndpointProvider
-from legorl.workers.rollouts import RolloutError, build_rollout
-from legorl.workers.types import Outcome, TrialResult, TrialSpec
+from legorl.workers.tokens import TokensError, trial_tokens
 
 log = logging.getLogger(__name__)
 OnResult = Callable[[TrialResult], Awaitable[None] | None]
@@ -219,22 +219,18 @@ class _Trial:
 
     def _result(self, tdir: TrialDir, t_start: float) -> TrialResult:
         outcome, reason, reward = self._outcome()
-        rollout = None
+        tokens = None
         try:
-            rollout = build_rollout(self.record, self.spec)
-        except RolloutError as exc:
+            tokens = trial_tokens(self.record)
+        except TokensError as exc:
             outcome, reason = "agent_error", f"unusable tokens: {exc}"
         turns = self.sres.turns if self.sres else (self.record.counters.calls if self.record else 0)
         duration = time.monotonic() - t_start
         self.timings["total"] = duration
         if self.record is not None:
             self.meta["counters"] = dataclasses.asdict(self.record.counters)
-        if rollout is not None:
-            rollout.reward, rollout.outcome, rollout.reason = float(reward or 0.0), outcome, reason
-            rollout.num_turns, rollout.timings = turns, dict(self.timings)
-            rollout.metadata["artifacts_dir"] = str(tdir.path) if tdir.persistent else None
         return TrialResult(
-            spec=self.spec, outcome=outcome, reason=reason, reward=reward, rollout=rollout, turns=turns,
+            spec=self.spec, outcome=outcome, reason=reason, reward=reward, tokens=tokens, turns=turns,
             duration_s=duration, artifacts_dir=str(tdir.path) if tdir.persistent else None,
             timings=dict(self.timings), metadata=self.meta,
         )

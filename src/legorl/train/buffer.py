@@ -17,15 +17,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from legorl.workers.types import TrialResult
-
-
-def policy_versions(result: TrialResult) -> list[int]:
-    """Weight versions of the rollout's policy tokens (empty without a rollout)."""
-    r = result.rollout
-    if r is None:
-        return []
-    return [v for v, m in zip(r.weight_versions, r.response_mask, strict=False) if m and v >= 0]
+from legorl.trial import TrialResult
 
 
 @dataclass
@@ -40,7 +32,7 @@ class Group:
         return len(self.results) >= self.size
 
     def oldest_version(self) -> int | None:
-        vs = [v for r in self.results for v in policy_versions(r)]
+        vs = [v for r in self.results for v in r.policy_versions()]
         return min(vs) if vs else None
 
 
@@ -78,7 +70,7 @@ class RolloutBuffer:
         self._pending[group_id] = Group(group_id, size)
 
     async def add(self, result: TrialResult) -> None:
-        gid = result.spec.group_id
+        gid = result.group_id
         group = self._pending.get(gid)
         if group is None:  # never announced: a group of one
             group = self._pending[gid] = Group(gid, 1)
@@ -134,7 +126,7 @@ class RolloutBuffer:
         stats.wait_s = time.monotonic() - t0
         results = [r for g in groups for r in g.results]
         for r in results:
-            vs = policy_versions(r)
+            vs = r.policy_versions()
             if vs:
                 stats.staleness.append(actor_version - min(vs))
         return results, stats

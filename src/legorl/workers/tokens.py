@@ -1,4 +1,4 @@
-"""SessionRecord -> Rollout: the proxy's main-branch tokens as they are, never re-tokenized.
+"""SessionRecord -> TrialTokens: the proxy's main-branch tokens as they are, never re-tokenized.
 
 Context tokens (mask 0) get logprob 0.0 and weight version -1, whatever the proxy holds for them
 (None, or a prompt_logprobs recompute after a history rewrite). A policy token (mask 1) without a
@@ -11,28 +11,27 @@ from dataclasses import asdict
 from typing import Any
 
 from legorl.proxy.record import SessionRecord
-from legorl.rollout import Rollout
-from legorl.workers.types import TrialSpec
+from legorl.trial import TrialTokens
 
 
-class RolloutError(ValueError):
+class TokensError(ValueError):
     """The session's tokens cannot be trained on (the reason says why)."""
 
 
-def build_rollout(record: SessionRecord | None, spec: TrialSpec) -> Rollout | None:
-    """The rollout of one trial (None when no token was ever generated); raises RolloutError."""
+def trial_tokens(record: SessionRecord | None) -> TrialTokens | None:
+    """The tokens of one trial (None when no token was ever generated); raises TokensError."""
     if record is None or not record.token_ids:
         return None
     ids, mask, lps = record.token_ids, record.mask, record.logprobs
     versions = record.weight_versions or [-1] * len(ids)
     if not len(ids) == len(mask) == len(lps) == len(versions):
-        raise RolloutError(
+        raise TokensError(
             f"session record arrays differ in length: ids {len(ids)}, mask {len(mask)}, "
             f"logprobs {len(lps)}, versions {len(versions)}"
         )
     missing = [i for i, (m, lp) in enumerate(zip(mask, lps, strict=True)) if m and lp is None]
     if missing:
-        raise RolloutError(
+        raise TokensError(
             f"{len(missing)} policy token(s) have no behaviour logprob (first at position {missing[0]})"
         )
     routed = record.routed_experts
@@ -46,15 +45,11 @@ def build_rollout(record: SessionRecord | None, spec: TrialSpec) -> Rollout | No
         "sub_branch_policy_tokens": sum(b.num_policy_tokens for b in record.branches[1:]),
         "recomputed_spans": list(main.recomputed_spans) if main else [],
     }
-    return Rollout(
-        trial_id=spec.trial_id,
-        task_id=spec.task.id,
+    return TrialTokens(
         token_ids=list(ids),
         response_mask=[int(m) for m in mask],
         logprobs=[float(lp) if m and lp is not None else 0.0 for m, lp in zip(mask, lps, strict=True)],
-        attempt=spec.attempt,
-        group_id=spec.group_id or spec.task.id,
         weight_versions=[int(v) if m else -1 for m, v in zip(mask, versions, strict=True)],
         routed_experts=routed,
-        metadata=meta,
+        capture=meta,
     )

@@ -1,0 +1,342 @@
+"""The run config's sections: one pydantic model per component, each field with its docstring.
+
+Each component takes its own section (`StepTrainer(algorithm, trainer)`, the worker from `agent` +
+`sandbox` + `rollout`), so a section says what one part needs and nothing else. Field docstrings
+are the reference: `docs/configuration.md` is generated from them (`python -m legorl.config.docs`).
+Knob names follow the field (verl/slime): `train_batch_size`, `n_resp_per_prompt`, `adv_estimator`...
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from legorl.models.store import DEFAULT_MODEL
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
+
+
+class RunSection(Section):
+    """Where the run lives (`<output_dir>/<name>/`) and how it is seeded."""
+
+    name: str = "run"
+    """The run's name: its directory under `output_dir` and its log file names."""
+    output_dir: str = "runs"
+    """Parent directory of run directories."""
+    seed: int = 0
+    """Seeds Python, NumPy, torch, the task sampler and the engines' sampling."""
+    metrics_sinks: list[str] = Field(default_factory=list)
+    """Extra metrics sinks beside the log files: `tensorboard`, `wandb`, `mlflow` (empty: `$LEGORL_METRICS_SINKS`)."""
+
+
+class ModelSection(Section):
+    """The policy model."""
+
+    path: str = DEFAULT_MODEL
+    """A registered model name (`legorl models list`) or a local Hugging Face model directory."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, ~30% more compute."""
+    enable_r3: bool | None = None
+    """R3 routing replay (MoE): replay the experts chosen at generation in the training forward. None: on exactly when the model is MoE."""
+
+
+class TasksSection(Section):
+    """Which tasks train and which validate."""
+
+    train: str = "builtin:shell-basics"
+    """A task dir, a dir of task dirs, a parquet index, or `builtin:<set>` (`legorl tasks builtin`)."""
+    include: list[str] = Field(default_factory=list)
+    """Task-id globs to keep from `train` (empty: all)."""
+    val: str | None = None
+    """Held-out tasks, same forms as `train`. None: hold out `val_fraction` of `train`."""
+    val_fraction: float = Field(0.2, ge=0.0, lt=1.0)
+    """Share of `train` held out for validation when `val` is unset."""
+    split_seed: int = 0
+    """Seed of the train/val split."""
+
+
+class RolloutSection(Section):
+    """How one trial samples from the policy, and how many trials run at once."""
+
+    temperature: float = Field(1.0, ge=0.0)
+    """Sampling temperature of training trials (0: greedy)."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass."""
+    top_k: int = Field(0, ge=0)
+    """Top-k sampling (0: off)."""
+    max_prompt_len: int = Field(2048, ge=16)
+    """Longest prompt (the whole conversation so far) a model call may send, in tokens."""
+    max_response_len: int = Field(256, ge=1)
+    """New tokens per model call."""
+    max_turns: int = Field(4, ge=1)
+    """Model calls per trial."""
+    concurrency: int = Field(8, ge=1)
+    """Trials in flight at once (each holds a sandbox and a scaffold)."""
+
+
+class AgentSection(Section):
+    """The scaffold (agent harness) each trial runs."""
+
+    name: str = "builtin"
+    """A registered scaffold (builtin, oracle, nop, mini-swe-agent, claude-code, opencode, ...) or `module:Class`."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Options passed to the scaffold's constructor (e.g. builtin: `tools`, `system_prompt`, `examples`)."""
+    tool_parser: str = "hermes"
+    """How the proxy reads tool calls out of the model's text: `hermes` or `qwen3_coder`."""
+    timeout_sec: float | None = None
+    """Wall-clock limit of the scaffold per trial. None: the task's `[agent] timeout_sec`."""
+
+
+class SandboxSection(Section):
+    """Where each trial runs, and its verifier."""
+
+    backend: str = "local"
+    """`local` (bubblewrap), `docker`, `kubernetes`, or `module:Class` for your own Sandbox."""
+    verifier_timeout_sec: float | None = None
+    """Wall-clock limit of the verifier. None: the task's `[verifier] timeout_sec` (raise it on an overloaded machine)."""
+
+
+class SchedulerSection(Section):
+    """The session-level admission gate: protects prefix caches under KV pressure (opt-in)."""
+
+    enabled: bool = False
+    """Admit model calls under a KV high watermark, preferring sessions whose prefix is resident."""
+    high_watermark: float = Field(0.85, gt=0.0, le=1.0)
+    """KV usage above which new sessions wait."""
+    hit_threshold: float = Field(0.80, ge=0.0, le=1.0)
+    """Share of a prompt already cached that counts as prefix-resident (admitted first)."""
+    wait_poll_sec: float = Field(5.0, gt=0.0)
+    """How often waiting calls re-check admission (floored at 5 s)."""
+    idle_grace_sec: float = Field(60.0, ge=0.0)
+    """How long an idle session keeps its reservation between turns."""
+    max_wait_sec: float | None = Field(None, gt=0.0)
+    """Admit anyway after this wait. None: wait until admitted."""
+    preempt_superseded: bool = True
+    """A retry of the same call supersedes the waiting original."""
+    attempt_overlap: float = Field(0.9, gt=0.0, le=1.0)
+    """Shared-prefix share that makes a call a retry of a waiting one."""
+    count_pending: bool = True
+    """Count admitted-but-unstarted work and idle reservations in the KV-usage probe."""
+
+    def scheduler_config(self):
+        """The serving layer's `SchedulerConfig`, or None when the gate is off."""
+        if not self.enabled:
+            return None
+        from legorl.serving.admission import SchedulerConfig
+
+        return SchedulerConfig(
+            self.high_watermark, self.hit_threshold, max(self.wait_poll_sec, 5.0), self.idle_grace_sec,
+            self.max_wait_sec, self.preempt_superseded, self.attempt_overlap, self.count_pending,
+        ).floored()
+
+
+class VLLMSection(Section):
+    """`serving.engine = "vllm"`: one `vllm serve` per replica, started by legorl or attached by URL (docs/vllm.md)."""
+
+    executable: str | None = None
+    """The `vllm` executable. None: `$LEGORL_VLLM`, `./.venv-vllm/bin/vllm`, then PATH."""
+    urls: list[str] = Field(default_factory=list)
+    """Attach to running servers instead of starting them (one URL per replica)."""
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    """Serving dtype (float32 matches the CPU trainer's logprobs)."""
+    kv_cache_gib: int = Field(2, ge=1)
+    """CPU build: KV cache GiB per server."""
+    gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
+    """GPU build: share of GPU memory vLLM may take. None: vLLM's default."""
+    tensor_parallel_size: int = Field(1, ge=1)
+    """GPUs per replica."""
+    enforce_eager: bool = True
+    """No graph capture: ~25 s start on CPU instead of ~150 s."""
+    extra_args: list[str] = Field(default_factory=list)
+    """Appended to `vllm serve`."""
+    startup_timeout_sec: float = Field(600.0, gt=0.0)
+    """How long a server may take to answer /health."""
+    weights_dir: str | None = None
+    """Where weight versions are written for reload. None: /dev/shm."""
+
+
+class ServingSection(Section):
+    """The inference replicas, the load balancer in front of them and the admission gate."""
+
+    engine: Literal["embedded", "vllm"] = "embedded"
+    """`embedded`: legorl's in-process torch engine; `vllm`: supervised vLLM servers (`[serving.vllm]`)."""
+    n_replicas: int = Field(1, ge=1)
+    """Inference replicas behind the sticky load balancer."""
+    kv_budget_tokens: int = Field(32768, ge=256)
+    """Embedded engine: KV cache size per replica, in tokens (prefix cache and running requests share it)."""
+    placement: Literal["thread", "process"] = "thread"
+    """Embedded replicas: a thread each in this process, or one spawned child process each."""
+    balancer: Literal["sticky", "round_robin"] = "sticky"
+    """Session-sticky least-loaded routing, or round robin per call."""
+    max_sticky_sessions: int = Field(100_000, ge=1)
+    """LRU bound on session pins."""
+    threads_per_replica: int | None = Field(None, ge=1)
+    """Torch threads per replica. None: cores // n_replicas (at least 1)."""
+    scheduler: SchedulerSection = SchedulerSection()
+    """The session-level admission gate."""
+    vllm: VLLMSection = VLLMSection()
+    """vLLM replicas."""
+
+
+class AsyncTrainingSection(Section):
+    """Fully-async training (docs/async.md): trials stream into a buffer while the trainer consumes it."""
+
+    enabled: bool = False
+    """Off: synchronous steps (roll out a batch, update, sync). On: rollouts and updates overlap."""
+    staleness_threshold: int = Field(0, ge=0)
+    """Weight versions a trained rollout may lag the actor."""
+    trigger_parameter_sync_step: int = Field(1, ge=1)
+    """Trainer updates between two weight syncs."""
+    partial_rollout: bool | None = None
+    """Resume generations a weight sync cut, under the new weights. None: on when async is enabled."""
+
+    @property
+    def partial_enabled(self) -> bool:
+        return self.enabled if self.partial_rollout is None else self.partial_rollout
+
+
+class ClusterSection(Section):
+    """Placement of the run's roles (docs/operations.md)."""
+
+    runtime: Literal["local", "ray"] = "local"
+    """`local`: everything in this process; `ray`: the rollout side in a Ray actor, the trainer here."""
+    ray_address: str | None = None
+    """An existing Ray cluster. None: start a local Ray for the run (and stop it after)."""
+
+
+class AlgorithmSection(Section):
+    """The RL objective: advantages, policy loss, regularisers, off-policy correction."""
+
+    adv_estimator: str = "grpo"
+    """`grpo`, `rloo`, `gae` (needs a critic), or `module:function` for your own estimator."""
+    n_resp_per_prompt: int = Field(4, ge=1)
+    """Trials per task in a step: a GRPO/RLOO group."""
+    norm_adv_by_std: bool = True
+    """GRPO: divide advantages by the group's reward std."""
+    gamma: float = Field(1.0, ge=0.0, le=1.0)
+    """GAE discount."""
+    lam: float = Field(1.0, ge=0.0, le=1.0)
+    """GAE lambda."""
+    policy_loss_mode: str = "ppo"
+    """`ppo` (token-level clipped ratio), `gspo` (sequence-level), or `module:function` for your own loss."""
+    clip_ratio_low: float = Field(0.2, ge=0.0)
+    """PPO lower clip: ratio >= 1 - clip_ratio_low."""
+    clip_ratio_high: float = Field(0.28, ge=0.0)
+    """PPO upper clip (clip-higher): ratio <= 1 + clip_ratio_high."""
+    clip_ratio_c: float = Field(3.0, gt=1.0)
+    """Dual-clip bound for negative advantages."""
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
+    """How token losses aggregate over the batch."""
+    kl_coef: float = Field(0.0, ge=0.0)
+    """KL penalty against the frozen initial policy (0: no reference model is loaded)."""
+    entropy_coef: float = Field(0.0, ge=0.0)
+    """Entropy bonus."""
+    rollout_is: Literal["none", "token", "sequence"] = "none"
+    """Truncated importance sampling for the rollout/trainer mismatch (async: `token` unless set)."""
+    rollout_is_threshold: float = Field(2.0, gt=0.0)
+    """Upper truncation of the importance weights."""
+
+
+class TrainerSection(Section):
+    """The optimisation schedule, validation and checkpoints."""
+
+    train_batch_size: int = Field(4, ge=1)
+    """Tasks per step (each runs `n_resp_per_prompt` trials)."""
+    total_steps: int = Field(10, ge=1)
+    """Training steps."""
+    lr: float = Field(1e-6, gt=0.0)
+    """AdamW learning rate."""
+    lr_scheduler: Literal["constant", "cosine", "linear"] = "constant"
+    """Learning-rate schedule after warm-up."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear warm-up steps."""
+    weight_decay: float = Field(0.0, ge=0.0)
+    """AdamW weight decay."""
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    """Gradient clipping norm (a non-finite norm skips the step)."""
+    micro_batch_size: int = Field(2, ge=1)
+    """Rollouts per forward/backward."""
+    ppo_epochs: int = Field(1, ge=1)
+    """Passes over a batch per step."""
+    critic_lr: float = Field(1e-5, gt=0.0)
+    """GAE: the critic's learning rate."""
+    save_freq: int = Field(0, ge=0)
+    """Checkpoint every N steps (0: only at the end)."""
+    test_freq: int = Field(0, ge=0)
+    """Validate every N steps and at the end (0: never)."""
+    val_before_train: bool = False
+    """Validate once before the first step."""
+    val_n: int = Field(1, ge=1)
+    """Attempts per held-out task at validation."""
+    val_temperature: float | None = Field(None, ge=0.0)
+    """Sampling temperature at validation. None: the rollout temperature."""
+    max_logprob_abs_diff: float | None = Field(None, gt=0.0)
+    """Refuse a batch whose mean rollout/trainer logprob gap exceeds this (loosen it in async)."""
+
+
+class RunConfig(Section):
+    """One run: every component's section. Build it with `legorl.config.load_config`."""
+
+    run: RunSection = RunSection()
+    model: ModelSection = ModelSection()
+    tasks: TasksSection = TasksSection()
+    rollout: RolloutSection = RolloutSection()
+    agent: AgentSection = AgentSection()
+    sandbox: SandboxSection = SandboxSection()
+    serving: ServingSection = ServingSection()
+    async_training: AsyncTrainingSection = AsyncTrainingSection()
+    cluster: ClusterSection = ClusterSection()
+    algorithm: AlgorithmSection = AlgorithmSection()
+    trainer: TrainerSection = TrainerSection()
+
+    def effective_rollout_is(self) -> str:
+        """Async trains on data from older weights: token-level IS unless `rollout_is` was set explicitly."""
+        if self.async_training.enabled and "rollout_is" not in self.algorithm.model_fields_set:
+            return "token"
+        return self.algorithm.rollout_is
+
+    @model_validator(mode="after")
+    def _combinations(self) -> RunConfig:
+        algo, asyn, vllm = self.algorithm, self.async_training, self.serving.vllm
+        problems = []
+        if algo.adv_estimator in ("grpo", "rloo") and algo.n_resp_per_prompt < 2:
+            problems.append(
+                f"algorithm.n_resp_per_prompt={algo.n_resp_per_prompt} with adv_estimator={algo.adv_estimator!r}: "
+                "group baselines need at least 2 responses per prompt"
+            )
+        if ":" not in algo.adv_estimator and algo.adv_estimator not in ("grpo", "rloo", "gae"):
+            problems.append(f"algorithm.adv_estimator={algo.adv_estimator!r}: use grpo, rloo, gae or 'module:function'")
+        if ":" not in algo.policy_loss_mode and algo.policy_loss_mode not in ("ppo", "gspo"):
+            problems.append(f"algorithm.policy_loss_mode={algo.policy_loss_mode!r}: use ppo, gspo or 'module:function'")
+        if asyn.partial_rollout and not asyn.enabled:
+            problems.append("async_training.partial_rollout=true needs async_training.enabled=true")
+        if not asyn.enabled and asyn.staleness_threshold:
+            problems.append("async_training.staleness_threshold only applies with async_training.enabled=true")
+        k = asyn.trigger_parameter_sync_step
+        if not asyn.enabled and k != 1:
+            problems.append("async_training.trigger_parameter_sync_step only applies with async_training.enabled=true")
+        if asyn.enabled and asyn.staleness_threshold < k - 1:
+            problems.append(
+                f"async_training.trigger_parameter_sync_step={k} trains up to {k - 1} updates on one weight "
+                f"version: async_training.staleness_threshold must be >= {k - 1} (got {asyn.staleness_threshold})"
+            )
+        engine, replicas = self.serving.engine, self.serving.n_replicas
+        if vllm.urls and engine != "vllm":
+            problems.append("serving.vllm.urls is set but serving.engine is not 'vllm'")
+        if vllm.urls and len(vllm.urls) != replicas:
+            problems.append(f"serving.vllm.urls lists {len(vllm.urls)} server(s) but serving.n_replicas="
+                            f"{replicas}: give one URL per replica")
+        if engine == "vllm" and self.serving.placement == "process":
+            problems.append("serving.placement='process' is for embedded replicas; vLLM replicas are processes already")
+        if algo.policy_loss_mode == "gspo" and max(algo.clip_ratio_low, algo.clip_ratio_high) > 0.01:
+            problems.append(
+                "algorithm.policy_loss_mode='gspo' clips the length-normalized sequence ratio: use clip ratios "
+                "around 3e-4..4e-4 (got clip_ratio_low/high = "
+                f"{algo.clip_ratio_low}/{algo.clip_ratio_high})"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self

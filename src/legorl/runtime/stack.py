@@ -1,0 +1,89 @@
+"""The policy server, assembled in one place for every command: replicas -> manager -> proxy.
+
+`legorl train` (in-process and inside the Ray actor), `legorl eval` / `infer` and `legorl serve` all
+build the same stack from an `EngineSpec` and a `ProxyConfig`: one replica without the session
+scheduler sits behind the single-replica manager; several (or the scheduler) behind the balanced
+pool; with partial rollout a `PartialRolloutManager` wraps whichever it is, so generations a weight
+sync cuts resume under the new weights. Callers see the proxy; the trainer's weight sync sees the
+engines and brackets itself with `syncing()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from legorl.config.sections import ServingSection
+from legorl.models.chat import load_tokenizer
+from legorl.proxy import ProxyConfig, ProxyServer
+from legorl.serving.launch import EngineSpec, start_engines
+from legorl.serving.manager import ServerManager, SingleReplicaManager
+from legorl.serving.partial import PartialRolloutManager
+from legorl.serving.types import Engine
+
+
+def build_manager(engines: list[Engine], serving: ServingSection | None = None) -> ServerManager:
+    """One replica without the scheduler: the plain manager; otherwise the balanced pool."""
+    serving = serving or ServingSection()
+    if len(engines) == 1 and not serving.scheduler.enabled:
+        return SingleReplicaManager(engines[0], int(engines[0].max_model_len))  # type: ignore[attr-defined]
+    from legorl.serving.balancer import LoadBalancer
+    from legorl.serving.pool import ReplicaPool
+    from legorl.serving.pool_manager import PoolManager
+
+    pool = ReplicaPool(engines)
+    return PoolManager(pool, LoadBalancer(pool, serving.balancer, serving.max_sticky_sessions),
+                       scheduler=serving.scheduler.scheduler_config())
+
+
+@dataclass
+class PolicyServer:
+    model_dir: Path
+    engines: list[Engine]
+    manager: ServerManager
+    proxy: ProxyServer
+    tokenizer: Any
+    partial: PartialRolloutManager | None = None
+
+    @classmethod
+    async def start(cls, spec: EngineSpec, proxy_config: ProxyConfig, serving: ServingSection | None = None,
+                    partial_rollout: bool = False) -> PolicyServer:
+        engines = await start_engines(spec)
+        try:
+            manager = build_manager(engines, serving)
+            partial = None
+            if partial_rollout:
+                partial = PartialRolloutManager(manager)
+                manager = partial
+            tokenizer = load_tokenizer(spec.model_dir)
+            proxy = ProxyServer(manager, tokenizer, proxy_config)
+            await proxy.start()
+        except BaseException:
+            for e in engines:
+                await e.close()
+            raise
+        return cls(spec.model_dir, engines, manager, proxy, tokenizer, partial)
+
+    @contextlib.asynccontextmanager
+    async def syncing(self) -> AsyncIterator[None]:
+        """Bracket a weight sync: with partial rollout, generations it aborts resume when it ends."""
+        if self.partial is None:
+            yield
+            return
+        async with self.partial.syncing():
+            yield
+
+    def partial_counters(self) -> dict[str, int]:
+        p = self.partial
+        return {"resumed": p.resumed, "partial": p.partial} if p is not None else {}
+
+    async def close(self) -> None:
+        await self.proxy.close()
+        close = getattr(self.manager, "close", None)
+        if close is not None:
+            await close()
+        for e in self.engines:
+            await e.close()

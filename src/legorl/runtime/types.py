@@ -1,0 +1,38 @@
+"""What the training loop and `legorl eval` need from a placement: the `Runtime` protocol.
+
+In-process (`InProcessRuntime`: engines, manager and proxy in this process, also `legorl eval`'s
+stack) and Ray (`RayRuntime`: the rollout side in an actor) implement it; the loop sees nothing
+else. The manager and the proxy stay inside a runtime: the loop reaches the policy only through
+trials (`runner`) and weight pushes (`engines`, bracketed by `syncing()`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from legorl.serving.weight_sync import WeightTarget
+from legorl.workers.runner import TrialRunner
+
+
+class Runtime(Protocol):
+    @property
+    def engines(self) -> Sequence[WeightTarget]:
+        """The replicas a weight sync updates (empty for a runtime that serves no local policy)."""
+        ...
+
+    @property
+    def runner(self) -> TrialRunner:
+        """Runs trials against this runtime's policy."""
+        ...
+
+    def syncing(self) -> AbstractAsyncContextManager[None]:
+        """Bracket a weight sync: with partial rollout, generations it cuts resume after it."""
+        ...
+
+    async def partial_counters(self) -> dict[str, int]:
+        """Partial-rollout counters (`resumed`, `partial`); empty when partial rollout is off."""
+        ...
+
+    async def close(self) -> None: ...

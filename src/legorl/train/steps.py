@@ -1,0 +1,174 @@
+"""The pieces of a training step that the sync and async branches of `train()` share: trials in,
+validation, learning from a batch, the weight push, metrics, checkpoints, start-or-resume."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from legorl.config.sections import RunConfig
+from legorl.ops.metrics import MetricsLogger
+from legorl.ops.progress import PhaseProgress
+from legorl.rundir import RunDir
+from legorl.runtime.types import Runtime
+from legorl.serving.weight_sync import WeightSync
+from legorl.tasks.model import Task
+from legorl.train.batch import collate, trainable
+from legorl.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from legorl.train.sampler import TaskSampler
+from legorl.train.trainer import StepTrainer
+from legorl.trial import TrialResult, TrialSpec
+from legorl.workers.filter import FilterStats
+from legorl.workers.runner import TrialRunner
+
+
+class RunDirExistsError(RuntimeError):
+    pass
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+# -- trials ---------------------------------------------------------------------------------------
+def trial_specs(tasks: Sequence[Task], n: int, step: int, tag: str) -> list[TrialSpec]:
+    """n attempts of each task; the attempts of one task form a group."""
+    return [TrialSpec(task=t, attempt=j, group_id=f"{tag}:{t.id}", step=step, trial_id=f"{tag}-{i:03d}-{j}")
+            for i, t in enumerate(tasks) for j in range(n)]
+
+
+async def collect(runner: TrialRunner, specs: list[TrialSpec], temperature: float, tag: str,
+                  progress: PhaseProgress | None) -> list[TrialResult]:
+    """Run `specs` to the end, with a progress bar."""
+    if progress is None:
+        return await runner.run(specs, temperature)
+    progress.start(tag, len(specs))
+    try:
+        return await runner.run(specs, temperature, lambda _r: progress.advance())
+    finally:
+        progress.stop()
+
+
+async def validate(runner: TrialRunner, cfg: RunConfig, val_tasks: list[Task], step: int,
+                   progress: PhaseProgress | None) -> dict[str, float]:
+    """`val_n` attempts per held-out task at the validation temperature: `val/*` metrics."""
+    if not val_tasks:
+        return {}
+    t = cfg.trainer
+    temp = t.val_temperature if t.val_temperature is not None else cfg.rollout.temperature
+    tag = f"val_{step}"
+    return outcome_metrics(await collect(runner, trial_specs(val_tasks, t.val_n, step, tag), temp, tag, progress),
+                           "val")
+
+
+# -- learning -------------------------------------------------------------------------------------
+def learn(trainer: StepTrainer, kept: list[TrialResult]) -> dict[str, float]:
+    """One update on the kept trials (those with policy tokens); `actor/skipped` when there are none."""
+    rewards = [float(r.reward or 0.0) for r in kept]
+    metrics = {
+        "critic/score/mean": sum(rewards) / len(rewards) if rewards else 0.0,
+        "critic/score/max": max(rewards, default=0.0),
+        "critic/score/min": min(rewards, default=0.0),
+    }
+    rows = trainable(kept)
+    if not rows:
+        metrics["actor/skipped"] = 1.0
+        return metrics
+    metrics.update(trainer.update(collate(rows, trainer.pad_id)))
+    return metrics
+
+
+async def push_weights(runtime: Runtime, sync: WeightSync, trainer: StepTrainer, version: int | None = None,
+                       mode: Literal["wait", "abort"] = "wait") -> float:
+    """The actor's weights to every replica (`version` None: the next one); returns seconds taken.
+    With partial rollout (`mode="abort"`) the runtime resumes the generations the sync cut."""
+    t0 = time.perf_counter()
+    weights = trainer.weights()
+    async with runtime.syncing():
+        await sync.push(weights, version, mode=mode)
+    return time.perf_counter() - t0
+
+
+# -- metrics --------------------------------------------------------------------------------------
+def outcome_metrics(results: list[TrialResult], prefix: str) -> dict[str, float]:
+    n = max(len(results), 1)
+    counts = Counter(r.outcome for r in results)
+    m = {f"{prefix}/outcome/{k}": v / n for k, v in sorted(counts.items())}
+    m[f"{prefix}/pass_rate"] = sum(1 for r in results if (r.reward or 0) >= 1.0) / n
+    m[f"{prefix}/score/mean"] = sum((r.reward or 0.0) for r in results) / n
+    m[f"{prefix}/turns/mean"] = sum(r.turns for r in results) / n
+    return m
+
+
+def rollout_metrics(results: list[TrialResult], fstats: FilterStats) -> dict[str, float]:
+    """What the trajectory filter dropped and how the step's trials ended."""
+    m = fstats.metrics("trajectory_filter/")
+    m["trajectory_filter/invalid_ratio"] = fstats.total_dropped / max(len(results), 1)
+    m.update(outcome_metrics(results, "rollout"))
+    return m
+
+
+# -- run directory, checkpoints -------------------------------------------------------------------
+@dataclass
+class Start:
+    step: int  # the first step to run
+    logger: MetricsLogger
+
+
+def _sinks(cfg: RunConfig, run_dir: RunDir) -> list | None:
+    """Config-named sinks; None falls back to $LEGORL_METRICS_SINKS."""
+    if not cfg.run.metrics_sinks:
+        return None
+    from legorl.ops.sinks import make_sinks
+
+    return make_sinks(cfg.run.metrics_sinks, run_dir.logs, run_dir.name, config=cfg.model_dump(mode="json"))
+
+
+def check_run_dir(run_dir: RunDir, resume: bool, overwrite: bool) -> None:
+    """Refuse to silently overwrite a run that has checkpoints (before anything expensive starts)."""
+    if latest_checkpoint(run_dir.checkpoints) is not None and not (resume or overwrite):
+        raise RunDirExistsError(
+            f"{run_dir.root} already holds checkpoints: pass --resume to continue it, --overwrite to "
+            "start over, or set run.name to a new name"
+        )
+    if overwrite and not resume:
+        shutil.rmtree(run_dir.checkpoints, ignore_errors=True)
+
+
+async def start_or_resume(cfg: RunConfig, run_dir: RunDir, trainer: StepTrainer, sampler: TaskSampler,
+                          runtime: Runtime, sync: WeightSync, resume: bool) -> tuple[Start, str | None]:
+    """Fresh: seed everything. Resume: the newest checkpoint's weights (pushed to the engines), optimizer,
+    RNG and data position, with the metrics files truncated to its step. Returns the start and a note."""
+    ckpt = latest_checkpoint(run_dir.checkpoints) if resume else None
+    if ckpt is None:
+        seed_everything(cfg.run.seed)
+        return Start(1, MetricsLogger(run_dir.logs, run_dir.name, sinks=_sinks(cfg, run_dir))), None
+    state = load_checkpoint(ckpt, trainer)
+    sampler.load_state_dict(state.data_state)
+    await push_weights(runtime, sync, trainer, state.weight_version)
+    logger = MetricsLogger(run_dir.logs, run_dir.name, resume_step=state.step, sinks=_sinks(cfg, run_dir))
+    return Start(state.step + 1, logger), f"resumed from {ckpt} (step {state.step}, weight version {state.weight_version})"
+
+
+def checkpoint_due(cfg: RunConfig, step: int) -> bool:
+    t = cfg.trainer
+    return bool(t.save_freq and step % t.save_freq == 0) or step == t.total_steps
+
+
+def save(run_dir: RunDir, step: int, trainer: StepTrainer, sampler: TaskSampler, weight_version: int) -> None:
+    save_checkpoint(run_dir.checkpoints, TrainerState(step, sampler.state_dict(), weight_version), trainer)
+
+
+def validation_due(cfg: RunConfig, step: int) -> bool:
+    t = cfg.trainer
+    return bool(t.test_freq) and (step % t.test_freq == 0 or step == t.total_steps)
