@@ -21,8 +21,8 @@ from transformers import AutoModelForCausalLM
 
 from legorl.config import AlgorithmSection, TrainerSection
 from legorl.models import resolve_model
-from legorl.train.actor import Actor
 from legorl.tasks.model import Task
+from legorl.train.actor import Actor
 from legorl.train.batch import collate
 from legorl.trial import TrialResult, TrialSpec, TrialTokens
 
