@@ -25,3 +25,18 @@ def test_help_still_works():
     res = subprocess.run([sys.executable, "-m", "legorl.cli", "train", "--help"], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0 and "--resume" in res.stdout
+
+
+def test_eval_backend_is_a_name_or_module_class():
+    """`--backend` takes what `sandbox.backend` takes: a registered name or an importable `module:Class`."""
+    from typer.testing import CliRunner
+
+    from legorl.cli import app
+    from legorl.workers.cli import _setup
+
+    cfg, _ = _setup("nop", None, None, 1, 0.7, 1, 1, None, "legorl.env.local:LocalSandbox", None, 0, None, "eval")
+    assert cfg.backend == "legorl.env.local:LocalSandbox"
+    for backend, message in (("nowhere", "module:Class"), ("nosuch_module_xyz:Box", "nosuch_module_xyz")):
+        res = CliRunner().invoke(app, ["eval", "builtin:shell-basics", "--agent", "nop", "--backend", backend])
+        lines = res.output.strip().splitlines()
+        assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("--backend: ") and message in lines[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from legorl.ops.doctor import diagnose
 from legorl.ops.runs import Run
 
@@ -22,12 +24,25 @@ def test_healthy_run_is_clean(tmp_path):
 
 def test_zero_tool_calls(tmp_path):
     trials = [trial(1, f"step_1-000-{j}", "t", tool_calls=0, parse_failures=2, commands=0) for j in range(4)]
-    run = make_run(tmp_path, trials=trials, config={"rollout": {"tool_parser": "qwen3_coder"}})
+    run = make_run(tmp_path, trials=trials, config={"agent": {"tool_parser": "qwen3_coder"}})
     found = diagnose(Run(run))
     assert [f.signature for f in found] == ["zero tool calls"] and "qwen3_coder" in found[0].fix
     # a text-protocol scaffold never makes tool calls: not a finding
-    run2 = make_run(tmp_path, "text", trials=trials, config={"rollout": {"agent_kwargs": {"tools": False}}})
+    run2 = make_run(tmp_path, "text", trials=trials, config={"agent": {"kwargs": {"tools": False}}})
     assert sigs(run2) == []
+
+
+def test_zero_tool_calls_in_an_older_run_dir(tmp_path):
+    """A config.json written before the config split has flat rollout keys: read under the new names."""
+    trials = [trial(1, f"step_1-000-{j}", "t", tool_calls=0, parse_failures=2, commands=0) for j in range(4)]
+    old = {"run": {"name": "exp"}, "rollout": {"tool_parser": "qwen3_coder", "train_mode": "sync"}}
+    run = make_run(tmp_path, trials=trials)
+    (run / "config.json").write_text(json.dumps(old))
+    found = diagnose(Run(run))
+    assert [f.signature for f in found] == ["zero tool calls"] and "qwen3_coder" in found[0].fix
+    assert "agent.tool_parser" in found[0].fix
+    (run / "config.json").write_text(json.dumps({**old, "rollout": {"agent_kwargs": {"tools": False}}}))
+    assert sigs(run) == []
 
 
 def test_zero_rewards_with_verifier_errors(tmp_path):
@@ -72,4 +87,4 @@ def test_timeouts_dominate(tmp_path):
     trials = [trial(1, f"step_1-000-{j}", "t", "timeout", 0.0, reason="agent ran past its 120s timeout")
               for j in range(3)] + [trial(1, "step_1-001-0", "u")]
     found = diagnose(Run(make_run(tmp_path, trials=trials)))
-    assert [f.signature for f in found] == ["timeout dominates"] and "agent_timeout_sec" in found[0].fix
+    assert [f.signature for f in found] == ["timeout dominates"] and "agent.timeout_sec" in found[0].fix

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from legorl.config import RunConfig
+from legorl.env.base import ExecResult
+from legorl.ops import hardware
 from legorl.ops import preflight as pf
 from legorl.ops.checks import format_results, has_fatal
 from legorl.ops.preflight_model import check_r3, check_tool_parser, template_call_format
@@ -47,9 +49,9 @@ def test_template_formats():
 
 def test_parser_template_mismatch_is_fatal(tmp_path):
     d = fake_model(tmp_path, QWEN_CODER_TPL)
-    res = check_tool_parser(cfg(rollout={"tool_parser": "hermes"}), d)
+    res = check_tool_parser(cfg(agent={"tool_parser": "hermes"}), d)
     assert levels(res) == ["FATAL"] and "qwen3_coder" in res[0].fix
-    assert levels(check_tool_parser(cfg(rollout={"tool_parser": "qwen3_coder"}), d)) == ["PASS"]
+    assert levels(check_tool_parser(cfg(agent={"tool_parser": "qwen3_coder"}), d)) == ["PASS"]
     (tmp_path / "m").mkdir()
     mistral = fake_model(tmp_path / "m", "{% if tools %}[TOOL_CALLS]{% endif %}")
     res = check_tool_parser(cfg(), mistral)
@@ -59,11 +61,11 @@ def test_parser_template_mismatch_is_fatal(tmp_path):
 def test_parser_without_native_tools_is_fine(tmp_path, smollm_dir):
     # SmolLM2's template has no tools: the proxy injects the hermes format itself
     assert levels(check_tool_parser(cfg(), smollm_dir)) == ["PASS"]
-    assert levels(check_tool_parser(cfg(rollout={"tool_parser": "nope"}), smollm_dir)) == ["FATAL"]
+    assert levels(check_tool_parser(cfg(agent={"tool_parser": "nope"}), smollm_dir)) == ["FATAL"]
     # text-protocol and model-less scaffolds never need the parser
     d = fake_model(tmp_path, QWEN_CODER_TPL)
-    assert levels(check_tool_parser(cfg(rollout={"agent_kwargs": {"tools": False}}), d)) == ["PASS"]
-    assert levels(check_tool_parser(cfg(rollout={"agent": "nop"}), d)) == ["PASS"]
+    assert levels(check_tool_parser(cfg(agent={"kwargs": {"tools": False}}), d)) == ["PASS"]
+    assert levels(check_tool_parser(cfg(agent={"name": "nop"}), d)) == ["PASS"]
     assert levels(check_tool_parser(cfg(), d, structure_only=True)) == ["SKIP"]
 
 
@@ -78,11 +80,11 @@ def test_r3(tmp_path, monkeypatch):
     assert levels(check_r3(cfg(model={"enable_r3": False}), moe)) == ["WARN"]
     assert levels(check_r3(cfg(), moe)) == ["PASS"]
     # vLLM's CPU build cannot return routed experts (Model Runner V2 needs Triton on a GPU)
-    monkeypatch.setattr(pf, "count_gpus", lambda: 0)
-    assert levels(check_r3(cfg(rollout={"engine": "vllm"}), moe)) == ["PASS", "FATAL"]
-    assert levels(check_r3(cfg(rollout={"engine": "vllm"}, model={"enable_r3": False}), moe)) == ["WARN"]
-    monkeypatch.setattr(pf, "count_gpus", lambda: 1)
-    assert levels(check_r3(cfg(rollout={"engine": "vllm"}), moe)) == ["PASS"]
+    monkeypatch.setattr(hardware, "count_gpus", lambda: 0)
+    assert levels(check_r3(cfg(serving={"engine": "vllm"}), moe)) == ["PASS", "FATAL"]
+    assert levels(check_r3(cfg(serving={"engine": "vllm"}, model={"enable_r3": False}), moe)) == ["WARN"]
+    monkeypatch.setattr(hardware, "count_gpus", lambda: 1)
+    assert levels(check_r3(cfg(serving={"engine": "vllm"}), moe)) == ["PASS"]
 
 
 def test_batch_raw_and_dict():
@@ -96,7 +98,7 @@ def test_batch_raw_and_dict():
 
 def test_topology():
     urls = [f"http://127.0.0.1:{8000 + i}" for i in range(4)]  # attached: no local vLLM install needed
-    c = cfg(rollout={"engine": "vllm", "n_replicas": 4, "concurrency": 8}, serving={"vllm_urls": urls})
+    c = cfg(rollout={"concurrency": 8}, serving={"engine": "vllm", "n_replicas": 4, "vllm": {"urls": urls}})
     assert "FATAL" in levels(pf.check_topology(c, cores=8, gpus=2))
     assert "FATAL" not in levels(pf.check_topology(c, cores=8, gpus=4))
     assert "WARN" in levels(pf.check_topology(cfg(rollout={"concurrency": 32}), cores=2, gpus=0))  # > 16 trials
@@ -106,21 +108,50 @@ def test_topology():
 
 
 def test_vllm_checks():
-    missing = cfg(rollout={"engine": "vllm"}, serving={"vllm_executable": "/nonexistent/vllm"})
+    missing = cfg(serving={"engine": "vllm", "vllm": {"executable": "/nonexistent/vllm"}})
     res = pf.check_vllm(missing, gpus=0)
     assert levels(res)[0] == "FATAL" and "scripts/setup.sh" in res[0].fix
-    tp = cfg(rollout={"engine": "vllm", "n_replicas": 2}, serving={"vllm_urls": ["http://a", "http://b"],
-                                                                   "vllm_tensor_parallel_size": 2})
+    tp = cfg(serving={"engine": "vllm", "n_replicas": 2,
+                      "vllm": {"urls": ["http://a", "http://b"], "tensor_parallel_size": 2}})
     assert "FATAL" in levels(pf.check_vllm(tp, gpus=2)) and "FATAL" not in levels(pf.check_vllm(tp, gpus=4))
-    hot = cfg(rollout={"engine": "vllm", "temperature": 0.7, "top_p": 0.9}, serving={"vllm_urls": ["http://a"]})
+    hot = cfg(rollout={"temperature": 0.7, "top_p": 0.9}, serving={"engine": "vllm", "vllm": {"urls": ["http://a"]}})
     assert levels(pf.check_vllm(hot, gpus=0)).count("WARN") == 2
 
 
 def test_sandbox():
-    assert levels(pf.check_sandbox(cfg(rollout={"sandbox": "nowhere"}))) == ["FATAL"]
+    res = pf.check_sandbox(cfg(sandbox={"backend": "nowhere"}))
+    assert levels(res) == ["FATAL"] and "module:Class" in res[0].message and "sandbox.backend" in res[0].message
+    res = pf.check_sandbox(cfg(sandbox={"backend": "nosuch_module_xyz:Sandbox"}), structure_only=True)
+    assert levels(res) == ["FATAL"] and "nosuch_module_xyz" in res[0].message
     assert levels(pf.check_sandbox(cfg(), structure_only=True)) == ["SKIP"]
     res = pf.check_sandbox(cfg(), probe=lambda b: [("FATAL", f"{b} sandbox unavailable: no bwrap")])
     assert levels(res) == ["FATAL"] and "no bwrap" in res[0].message
+
+
+class FakeSandbox:
+    """A user's own backend (`module:Class`): starts and runs `true`."""
+
+    def __init__(self, task, **opts):
+        self.task = task
+
+    async def start(self) -> None:
+        pass
+
+    async def exec(self, cmd, cwd=None, env=None, timeout=None) -> ExecResult:
+        return ExecResult(0, "", "")
+
+    async def stop(self) -> None:
+        pass
+
+
+def test_sandbox_module_class_backend():
+    backend = cfg(sandbox={"backend": f"{__name__}:FakeSandbox"})
+    assert levels(pf.check_sandbox(backend)) == ["PASS"]  # the real probe: make_sandbox, start, exec
+    assert levels(pf.check_sandbox(backend, structure_only=True)) == ["SKIP"]
+    assert levels(pf.check_sandbox(cfg(sandbox={"backend": "legorl.env.local:LocalSandbox"}), structure_only=True)) \
+        == ["SKIP"]
+    res = pf.check_sandbox(cfg(sandbox={"backend": f"{__name__}:ROOT"}), structure_only=True)
+    assert levels(res) == ["FATAL"] and "not a class" in res[0].message
 
 
 def test_paths(tmp_path):
@@ -144,9 +175,11 @@ def test_pitfalls():
     assert warns(trainer={"max_logprob_abs_diff": 1e-3, "lr_scheduler": "linear", "warmup_steps": 10}) == 1
     assert warns(algorithm={"rollout_is": "sequence"}, rollout={"max_response_len": 512, "max_turns": 8}) == 1
     # async defaults to token-level IS; only an explicit "none" with staleness is a pitfall
-    assert warns(rollout={"train_mode": "async", "staleness_threshold": 2}) == 0
-    assert warns(rollout={"train_mode": "async", "staleness_threshold": 2}, algorithm={"rollout_is": "none"}) == 1
-    assert warns(rollout={"kv_budget_tokens": 4096}) == 1
+    assert warns(async_training={"enabled": True, "staleness_threshold": 2}) == 0
+    assert warns(async_training={"enabled": True, "staleness_threshold": 2}, algorithm={"rollout_is": "none"}) == 1
+    assert warns(serving={"kv_budget_tokens": 4096}) == 1
+    # kv_budget_tokens sizes the embedded engine only; vLLM sizes its own cache
+    assert warns(serving={"engine": "vllm", "kv_budget_tokens": 4096, "vllm": {"urls": ["http://a"]}}) == 0
     assert levels(pf.check_pitfalls(cfg())).count("WARN") == 1  # max_logprob_abs_diff unset
 
 
@@ -173,5 +206,34 @@ def test_full_preflight_on_demo_host(smollm_dir):
     assert not has_fatal(res), format_results(res)
     assert "SKIP" not in levels(res) and levels(res, "sandbox")[0] == "PASS"
     # tools on: SmolLM2's template has no native tools, so the proxy's hermes injection is fine
-    res = pf.preflight_file(ROOT / "examples" / "demo.toml", ["rollout.agent_kwargs.tools=true"])
+    res = pf.preflight_file(ROOT / "examples" / "demo.toml", ["agent.kwargs.tools=true"])
     assert levels(res, "tool-parser") == ["PASS"]
+
+
+def test_messages_name_keys_that_exist():
+    """Every `section.key` quoted in preflight's and doctor's messages and fix hints is a key of RunConfig."""
+    import ast
+    import re
+
+    from pydantic import BaseModel
+
+    import legorl.ops.doctor
+    import legorl.ops.preflight_model
+
+    sections = "|".join(RunConfig.model_fields)
+    pattern = re.compile(rf"(?<![\w./])((?:{sections})\.[a-z_][a-z0-9_.]*[a-z0-9_])")
+    named = set()
+    for mod in (pf, legorl.ops.preflight_model, legorl.ops.doctor):
+        tree = ast.parse(Path(mod.__file__).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                named.update(pattern.findall(node.value))
+    assert {"agent.tool_parser", "serving.vllm.executable", "async_training.staleness_threshold"} <= named
+    for key in named:
+        model: type[BaseModel] = RunConfig
+        for part in key.split("."):
+            assert part in model.model_fields, f"{key!r} names no config key"
+            ann = model.model_fields[part].annotation
+            if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+                break
+            model = ann

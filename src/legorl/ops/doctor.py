@@ -7,6 +7,7 @@ shows up in the step JSONL and result.json files, not on the cause (the cause is
 from __future__ import annotations
 
 import statistics
+import warnings
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,10 +50,23 @@ class RunData:
         by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for t in trials:
             by_step[int(t.get("step", 0))].append(t)
-        return cls(run.config, records, trials, dict(sorted(by_step.items())))
+        return cls(current_layout(run.config), records, trials, dict(sorted(by_step.items())))
 
     def series(self, key: str) -> list[tuple[int, float]]:
         return [(r["step"], float(r[key])) for r in self.records if isinstance(r.get(key), int | float)]
+
+
+def current_layout(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's config.json in the current section layout: a run dir written by an older legorl has
+    the flat keys of `legorl.config.loading.MOVED_KEYS`, read here under their new names."""
+    from legorl.config.loading import ConfigError, ConfigKeyMoved, migrate_keys
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigKeyMoved)
+        try:
+            return migrate_keys(config, "config.json")
+        except ConfigError:  # a value no layout accepts: read what is there
+            return config
 
 
 def _counters(t: dict[str, Any]) -> dict[str, Any]:
@@ -62,8 +76,8 @@ def _counters(t: dict[str, Any]) -> dict[str, Any]:
 def zero_tool_calls(d: RunData) -> Finding | None:
     from legorl.ops.preflight_model import scaffold_tool_mode
 
-    r = d.config.get("rollout") or {}
-    if scaffold_tool_mode(r.get("agent", "builtin"), r.get("agent_kwargs") or {}) != "tools":
+    a = d.config.get("agent") or {}
+    if scaffold_tool_mode(a.get("name", "builtin"), a.get("kwargs") or {}) != "tools":
         return None
     for step, trials in d.by_step.items():
         called = [t for t in trials if _counters(t).get("calls", 0) > 0]
@@ -76,9 +90,9 @@ def zero_tool_calls(d: RunData) -> Finding | None:
             return Finding(
                 "zero tool calls",
                 f"step {step}: {len(called)} trials called the model, none made a tool call "
-                f"({failures} call-shaped blocks failed to parse); scaffold {r.get('agent')!r} uses tools",
-                f"the tool parser ({r.get('tool_parser', 'hermes')!r}) does not match what the model writes: "
-                "run `legorl preflight` and set rollout.tool_parser to the chat template's format",
+                f"({failures} call-shaped blocks failed to parse); scaffold {a.get('name', 'builtin')!r} uses tools",
+                f"the tool parser ({a.get('tool_parser', 'hermes')!r}) does not match what the model writes: "
+                "run `legorl preflight` and set agent.tool_parser to the chat template's format",
             )
     return None
 
@@ -138,7 +152,7 @@ def staleness_drops(d: RunData) -> Finding | None:
             return Finding(
                 "staleness drops dominate",
                 f"step {r['step']}: {stale:.0f} of {total:.0f} rollouts dropped as too stale",
-                "rollouts finish more weight versions late than allowed: raise rollout.staleness_threshold "
+                "rollouts finish more weight versions late than allowed: raise async_training.staleness_threshold "
                 "(with algorithm.rollout_is='token'), or lower concurrency / max_turns so trials finish sooner",
             )
     return None
@@ -203,7 +217,7 @@ def zero_std_groups(d: RunData) -> Finding | None:
 
 
 OUTCOME_FIXES = {
-    "timeout": "trials run past the agent timeout: raise rollout.agent_timeout_sec, lower rollout.concurrency "
+    "timeout": "trials run past the agent timeout: raise agent.timeout_sec, lower rollout.concurrency "
                "if the host is saturated (compare timing/rollout_s), or lower max_turns / max_response_len",
     "context_overflow": "conversations outgrow the context: raise rollout.max_prompt_len (within the model's "
                         "window), lower rollout.max_turns, or truncate tool output in the scaffold",

@@ -66,16 +66,16 @@ def host_cores() -> int:
 
 def check_topology(cfg: RunConfig, structure_only: bool = False, cores: int | None = None,
                    gpus: int | None = None) -> list[CheckResult]:
-    r, name = cfg.rollout, "topology"
+    r, s, name = cfg.rollout, cfg.serving, "topology"
     trials = cfg.trainer.train_batch_size * cfg.algorithm.n_resp_per_prompt
     waves = math.ceil(trials / r.concurrency)
-    out = [ok(name, f"{r.n_replicas} {r.engine} replica(s), concurrency {r.concurrency}: "
+    out = [ok(name, f"{s.n_replicas} {s.engine} replica(s), concurrency {r.concurrency}: "
                     f"{trials} trials per step in {waves} wave(s)")]
     if r.concurrency > trials:
         out.append(warn(name, f"rollout.concurrency={r.concurrency} > {trials} trials per step: "
                               "the extra slots stay idle", f"set rollout.concurrency <= {trials}"))
-    if r.n_replicas > r.concurrency:
-        out.append(warn(name, f"rollout.n_replicas={r.n_replicas} > concurrency={r.concurrency}: "
+    if s.n_replicas > r.concurrency:
+        out.append(warn(name, f"serving.n_replicas={s.n_replicas} > rollout.concurrency={r.concurrency}: "
                               "some replicas never get a request", "raise rollout.concurrency"))
     if structure_only:
         out.append(skip(name, "cores and GPUs of this host not compared (--structure-only)"))
@@ -85,34 +85,34 @@ def check_topology(cfg: RunConfig, structure_only: bool = False, cores: int | No
     if r.concurrency > TRIALS_PER_CORE * cores:
         out.append(warn(name, f"rollout.concurrency={r.concurrency} on {cores} core(s): sandboxes and "
                               "scaffolds will starve each other", f"keep it <= {TRIALS_PER_CORE * cores}"))
-    if r.engine == "vllm":
+    if s.engine == "vllm":
         out += check_vllm(cfg, gpus)
-    elif r.n_replicas > max(gpus, cores):
-        out.append(warn(name, f"{r.n_replicas} embedded replicas on {cores} core(s) and {gpus} GPU(s): "
+    elif s.n_replicas > max(gpus, cores):
+        out.append(warn(name, f"{s.n_replicas} embedded replicas on {cores} core(s) and {gpus} GPU(s): "
                               "they share the same compute", "use fewer replicas"))
     return out
 
 
 def check_vllm(cfg: RunConfig, gpus: int) -> list[CheckResult]:
     """vLLM installed (or attached), replicas x tensor parallel fit the GPUs, logprob semantics."""
-    r, s, name = cfg.rollout, cfg.serving, "vllm"
+    r, s, v, name = cfg.rollout, cfg.serving, cfg.serving.vllm, "vllm"
     out: list[CheckResult] = []
-    if not s.vllm_urls:
+    if not v.urls:
         from legorl.serving.vllm.server import VLLMNotInstalledError, find_vllm_executable
 
         try:
-            out.append(ok(name, f"vLLM executable {find_vllm_executable(s.vllm_executable)}"))
+            out.append(ok(name, f"vLLM executable {find_vllm_executable(v.executable)}"))
         except VLLMNotInstalledError as e:
             out.append(fatal(name, str(e).split(": ")[0], "run `bash scripts/setup.sh` (builds .venv-vllm) or set "
-                                                           "serving.vllm_executable"))
-    need = r.n_replicas * s.vllm_tensor_parallel_size
+                                                           "serving.vllm.executable"))
+    need = s.n_replicas * v.tensor_parallel_size
     if gpus == 0:
-        out.append(ok(name, f"no GPU visible: {r.n_replicas} server(s) on vLLM's CPU build, "
-                            f"{s.vllm_kv_cache_gib:g} GiB KV each"))
+        out.append(ok(name, f"no GPU visible: {s.n_replicas} server(s) on vLLM's CPU build, "
+                            f"{v.kv_cache_gib:g} GiB KV each"))
     elif need > gpus:
-        out.append(fatal(name, f"{r.n_replicas} vLLM replica(s) x tensor_parallel_size "
-                               f"{s.vllm_tensor_parallel_size} need {need} GPUs; {gpus} visible",
-                         "lower rollout.n_replicas or serving.vllm_tensor_parallel_size"))
+        out.append(fatal(name, f"{s.n_replicas} vLLM replica(s) x tensor_parallel_size "
+                               f"{v.tensor_parallel_size} need {need} GPUs; {gpus} visible",
+                         "lower serving.n_replicas or serving.vllm.tensor_parallel_size"))
     if r.temperature != 1.0:
         out.append(warn(name, f"rollout.temperature={r.temperature}: vLLM's prompt logprobs are at temperature "
                               "1, so a scaffold that rewrites history cannot get its prefix re-scored",
@@ -149,11 +149,16 @@ def _run_coro(coro: Any) -> Any:
 
 def check_sandbox(cfg: RunConfig, structure_only: bool = False,
                   probe: Callable[[str], list[tuple[str, str]]] | None = None) -> list[CheckResult]:
-    from legorl.env import BACKENDS
+    from legorl.env import BACKENDS, sandbox_class
 
-    backend, name = cfg.rollout.sandbox, "sandbox"
-    if backend not in (*BACKENDS, "k8s"):
-        return [fatal(name, f"unknown rollout.sandbox={backend!r}", f"use one of {', '.join(BACKENDS)}")]
+    backend, name = cfg.sandbox.backend, "sandbox"
+    try:
+        cls = sandbox_class(backend)  # a registered name or an importable `module:Class`
+    except ValueError as exc:
+        return [fatal(name, f"sandbox.backend: {exc}",
+                      f"set sandbox.backend to {', '.join(BACKENDS)} or an importable 'module:Class'")]
+    if not callable(cls):
+        return [fatal(name, f"sandbox.backend={backend!r} is not a class", "name a Sandbox class: 'module:Class'")]
     if structure_only:
         return [skip(name, f"{backend} sandbox not started (--structure-only)")]
     if probe is None:
@@ -210,7 +215,7 @@ def check_tasks(cfg: RunConfig, structure_only: bool = False) -> list[CheckResul
 # ---- silent pitfalls -------------------------------------------------------------------------------
 def check_pitfalls(cfg: RunConfig) -> list[CheckResult]:
     """Settings that run fine and quietly waste the run."""
-    a, r, t, name = cfg.algorithm, cfg.rollout, cfg.trainer, "pitfall"
+    a, r, s, t, name = cfg.algorithm, cfg.rollout, cfg.serving, cfg.trainer, "pitfall"
     out: list[CheckResult] = []
     if t.lr_scheduler != "constant" and t.warmup_steps >= t.total_steps:
         out.append(warn(name, f"trainer.warmup_steps={t.warmup_steps} >= total_steps={t.total_steps}: "
@@ -223,18 +228,19 @@ def check_pitfalls(cfg: RunConfig) -> list[CheckResult]:
     if a.rollout_is == "sequence" and seq_tokens > LONG_SEQUENCE_TOKENS:
         out.append(warn(name, f"sequence-level IS over up to {seq_tokens} policy tokens: the weight is a product "
                               "of per-token ratios and its variance explodes", "algorithm.rollout_is='token'"))
-    if r.staleness_threshold > 0 and cfg.effective_rollout_is() == "none":
-        out.append(warn(name, f"rollout.staleness_threshold={r.staleness_threshold} with no IS correction: "
+    stale = cfg.async_training.staleness_threshold
+    if stale > 0 and cfg.effective_rollout_is() == "none":
+        out.append(warn(name, f"async_training.staleness_threshold={stale} with no IS correction: "
                               "off-policy rollouts are trained as on-policy", "algorithm.rollout_is='token'"))
     if t.max_logprob_abs_diff is None:
         out.append(warn(name, "trainer.max_logprob_abs_diff unset: a sampler/trainer logprob mismatch trains "
                               "silently on wrong ratios", "trainer.max_logprob_abs_diff=1e-3"))
     need = r.concurrency * (r.max_prompt_len + r.max_response_len)
-    have = r.kv_budget_tokens * r.n_replicas
-    if have < need:
+    have = s.kv_budget_tokens * s.n_replicas
+    if s.engine == "embedded" and have < need:
         out.append(warn(name, f"KV budget {have} tokens < concurrency × (max_prompt_len + max_response_len) "
                               f"= {need}: requests will be preempted and recomputed",
-                        "raise rollout.kv_budget_tokens or lower rollout.concurrency"))
+                        "raise serving.kv_budget_tokens or lower rollout.concurrency"))
     if not out:
         out.append(ok(name, "no known silent pitfall"))
     return out
@@ -290,7 +296,7 @@ def run_preflight_dict(data: dict[str, Any], structure_only: bool = False,
     """Like run_preflight for a raw (merged) config dict: invalid configs become FATAL lines."""
     from pydantic import ValidationError
 
-    from legorl.config import _format_errors
+    from legorl.config.loading import _format_errors
 
     results = check_batch_raw(data)
     try:

@@ -88,11 +88,13 @@ def template_call_format(template: str) -> str | None:
     return "unknown"
 
 
-def scaffold_tool_mode(agent: str, agent_kwargs: dict[str, Any]) -> str:
-    """'none' (never calls the model), 'text' (fenced commands) or 'tools' (tool schemas)."""
+def scaffold_tool_mode(agent: str, kwargs: dict[str, Any]) -> str:
+    """'none' (never calls the model), 'text' (fenced commands) or 'tools' (tool schemas).
+
+    `agent`, `kwargs`: the config's `agent.name` and `agent.kwargs`."""
     if agent in NO_MODEL_SCAFFOLDS:
         return "none"
-    if agent in TEXT_SCAFFOLDS or agent_kwargs.get("tools") is False:
+    if agent in TEXT_SCAFFOLDS or kwargs.get("tools") is False:
         return "text"
     return "tools"
 
@@ -101,16 +103,16 @@ def check_tool_parser(cfg: RunConfig, model_dir: Path | None, structure_only: bo
     """A parser that cannot read the format the template teaches the model means zero tool calls."""
     from legorl.proxy.parsers import available_parsers
 
-    r, name = cfg.rollout, "tool-parser"
-    parser = r.tool_parser
+    a, name = cfg.agent, "tool-parser"
+    parser = a.tool_parser
     if parser not in available_parsers():
-        return [fatal(name, f"unknown rollout.tool_parser={parser!r}",
+        return [fatal(name, f"unknown agent.tool_parser={parser!r}",
                       f"use one of {', '.join(available_parsers())}")]
-    mode = scaffold_tool_mode(r.agent, r.agent_kwargs)
+    mode = scaffold_tool_mode(a.name, a.kwargs)
     if mode == "none":
-        return [ok(name, f"scaffold {r.agent!r} does not call the model; parser unused")]
+        return [ok(name, f"scaffold {a.name!r} does not call the model; parser unused")]
     if mode == "text":
-        return [ok(name, f"scaffold {r.agent!r} uses a text protocol (no tool schemas); parser {parser!r} unused")]
+        return [ok(name, f"scaffold {a.name!r} uses a text protocol (no tool schemas); parser {parser!r} unused")]
     if structure_only or model_dir is None:
         why = "--structure-only" if structure_only else "model not on this disk"
         return [skip(name, f"parser {parser!r} vs the model's chat template not checked ({why})")]
@@ -120,16 +122,16 @@ def check_tool_parser(cfg: RunConfig, model_dir: Path | None, structure_only: bo
     fmt = template_call_format(template)
     if fmt is None:
         return [ok(name, f"template has no native tools: the proxy injects {parser!r} instructions "
-                         f"and parses them back (scaffold {r.agent!r})")]
+                         f"and parses them back (scaffold {a.name!r})")]
     if fmt == parser:
         return [ok(name, f"template writes {fmt!r} tool calls; parser {parser!r} reads them")]
     if fmt == "unknown":
         return [warn(name, f"template renders tools in a format preflight does not recognize; "
                            f"parser {parser!r} may miss every call",
                      "run one trial and check result.json counters.tool_calls > 0")]
-    fix = (f"set rollout.tool_parser={fmt!r}" if fmt in available_parsers()
+    fix = (f"set agent.tool_parser={fmt!r}" if fmt in available_parsers()
            else f"no {fmt!r} parser is registered: add one under legorl/proxy/parsers/")
-    return [fatal(name, f"the chat template writes {fmt!r} tool calls but rollout.tool_parser={parser!r} "
+    return [fatal(name, f"the chat template writes {fmt!r} tool calls but agent.tool_parser={parser!r} "
                         f"cannot parse them: every trial would make zero tool calls", fix)]
 
 
@@ -159,10 +161,10 @@ def check_r3(cfg: RunConfig, model_dir: Path | None, structure_only: bool = Fals
                         "drop model.enable_r3 (auto: on for MoE)"))
     else:
         out.append(ok(name, f"{kind} model, R3 {'on' if (moe if want is None else want) else 'off'}"))
-    if cfg.rollout.engine == "vllm" and moe and want is not False and hardware.count_gpus() == 0:
+    if cfg.serving.engine == "vllm" and moe and want is not False and hardware.count_gpus() == 0:
         out.append(fatal(name, "R3 with vLLM needs routed experts from vLLM's Model Runner V2, which needs "
                                "Triton on a GPU: vLLM's CPU build cannot return them",
-                         "on CPU use rollout.engine='embedded' for MoE, or set model.enable_r3=false"))
+                         "on CPU use serving.engine='embedded' for MoE, or set model.enable_r3=false"))
     ctx = mcfg.get("max_position_embeddings")
     need = cfg.rollout.max_prompt_len + cfg.rollout.max_response_len
     if isinstance(ctx, int) and need > ctx:

@@ -18,7 +18,7 @@ TEMPERATURE = typer.Option(0.7, "--temperature", "-t", help="Sampling temperatur
 MAX_TURNS = typer.Option(10, "--max-turns", help="Model calls per trial.")
 MAX_TOKENS = typer.Option(256, "--max-tokens", help="Tokens per model call.")
 TIMEOUT = typer.Option(None, "--timeout", help="Agent timeout in seconds (default: the task's).")
-BACKEND = typer.Option("local", "--backend", help="Sandbox backend: local, docker, kubernetes.")
+BACKEND = typer.Option("local", "--backend", help="Sandbox backend: local, docker, kubernetes or module:Class.")
 TASK_IDS = typer.Option(None, "--task", help="Only these task ids (repeatable; globs allowed).")
 LIMIT = typer.Option(None, "--limit", help="Only the first N tasks.")
 AGENT_OPT = typer.Option(None, "--agent-opt", help="Scaffold option key=value (repeatable; values parsed as JSON).")
@@ -76,18 +76,21 @@ def _setup(agent: str, model: str | None, base_url: str | None, concurrency: int
            max_turns: int, max_tokens: int, timeout: float | None, backend: str, agent_opt: list[str] | None,
            seed: int, output: Path | None, exp: str, engine: str = "embedded") -> tuple[Any, Any]:
     from legorl.agents.base import ScaffoldLimits
-    from legorl.env import BACKENDS
+    from legorl.env import sandbox_class
     from legorl.workers.config import WorkerConfig
     from legorl.workers.evaluation import PolicySpec, scaffold_class
 
     checks = [(concurrency >= 1, "--concurrency must be >= 1"), (temperature >= 0, "--temperature must be >= 0"),
               (max_turns >= 1, "--max-turns must be >= 1"), (max_tokens >= 1, "--max-tokens must be >= 1"),
               (timeout is None or timeout > 0, "--timeout must be > 0"),
-              (backend in (*BACKENDS, "k8s"), f"--backend must be one of {', '.join(BACKENDS)}"),
               (engine in ("embedded", "vllm"), "--engine must be embedded or vllm")]
     for ok, msg in checks:
         if not ok:
             _fail(msg)
+    try:
+        sandbox_class(backend)  # a registered name or an importable module:Class
+    except ValueError as exc:
+        _fail(f"--backend: {exc}")
     try:
         needs_model = getattr(scaffold_class(agent), "needs_model", True)
     except ValueError as exc:
