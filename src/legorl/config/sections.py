@@ -199,7 +199,7 @@ class AsyncTrainingSection(Section):
 
 
 class ClusterSection(Section):
-    """Placement of the run's roles (docs/operations.md)."""
+    """Placement of the run's roles (docs/async.md: Ray)."""
 
     runtime: Literal["local", "ray"] = "local"
     """`local`: everything in this process; `ray`: the rollout side in a Ray actor, the trainer here."""

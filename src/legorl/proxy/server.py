@@ -74,7 +74,12 @@ class ProxyServer:
 
     async def close(self) -> None:
         for sid in list(self.sessions):
-            await self.close_session(sid)
+            if sid not in self.sessions:  # its trial closed it while an earlier close was awaited
+                continue
+            try:
+                await self.close_session(sid)
+            except KeyError:
+                pass
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
