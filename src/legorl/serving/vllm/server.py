@@ -90,6 +90,27 @@ _KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
 _ERROR = re.compile(r"(Error|Exception|error:)")
 
 
+def _share_modelinfos(cache_root: Path) -> None:
+    """Point the server's `modelinfos/` at one directory shared by every server of this machine.
+
+    vLLM inspects the model class in a subprocess that imports vLLM again (~8-10 s of a ~45 s CPU
+    start) unless `$VLLM_CACHE_ROOT/modelinfos` already holds the answer; the run-dir cache root is
+    new for every run, so without this each start paid it. The entries are keyed by a hash of the
+    model class's source and written atomically, so sharing them is safe; the rest of the cache
+    root stays in the run dir. Best effort: without the link vLLM simply inspects again."""
+    link = cache_root / "modelinfos"
+    if link.exists() or link.is_symlink():
+        return
+    try:
+        from legorl.models.home import legorl_home
+
+        shared = legorl_home() / "vllm" / "modelinfos"
+        shared.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(shared, target_is_directory=True)
+    except OSError:
+        pass
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         try:
@@ -149,6 +170,7 @@ class VLLMServer:
     async def start(self) -> None:
         for d in ("cache", "inductor"):
             (self.work_dir / d).mkdir(parents=True, exist_ok=True)
+        _share_modelinfos(self.work_dir / "cache")
         self._tmp = tempfile.mkdtemp(prefix="legorl-vllm-")
         atexit.register(shutil.rmtree, self._tmp, True)
         cmd = self.command()
