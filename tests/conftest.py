@@ -93,3 +93,44 @@ def vllm_executable():
         if os.environ.get("LEGORL_REQUIRE_VLLM") == "1":
             pytest.fail(f"LEGORL_REQUIRE_VLLM=1 but {e}")
         pytest.skip(str(e))
+
+
+def _xdist_workers(config) -> bool:
+    return bool(config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None))
+
+
+def pytest_configure(config):
+    """Under pytest-xdist every worker gets one OpenMP thread (unless the caller set OMP_NUM_THREADS):
+    two workers with two spinning threads each on a 2-core machine collapse (docs: OpenMP
+    oversubscription). Set here, in the worker, before any test imports torch."""
+    import os
+
+    if hasattr(config, "workerinput"):
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_sessionstart(session):
+    """Under pytest-xdist, build the store's models once in the controller before the workers start
+    (two workers preparing the same model at once would replace each other's directory)."""
+    if _xdist_workers(session.config) and not hasattr(session.config, "workerinput"):
+        from legorl.models import prepare_model
+
+        for name in ("tiny-llama", "tiny-qwen3-moe", "smollm2-135m-instruct"):
+            prepare_model(name)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n 2`: tests are spread one by one, except that every test of a `*vllm*` file runs on one worker,
+    in file order: module-scoped vLLM servers are started once, the restart test still runs after the
+    other users of its module's server, and two vLLM servers never start at the same time.
+    (xdist's own `--dist loadgroup` cannot do this on pytest 9.2: its node-id rewrite has no effect.)"""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class VLLMFilesOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "vllm" if "vllm" in nodeid.split("::", 1)[0].rsplit("/", 1)[-1] else nodeid
+
+    return VLLMFilesOnOneWorker(config, log)
