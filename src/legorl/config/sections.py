@@ -234,10 +234,28 @@ class AlgorithmSection(Section):
     """KL penalty against the frozen initial policy (0: no reference model is loaded)."""
     entropy_coef: float = Field(0.0, ge=0.0)
     """Entropy bonus."""
-    rollout_is: Literal["none", "token", "sequence"] = "none"
-    """Truncated importance sampling for the rollout/trainer mismatch (async: `token` unless set)."""
+    rollout_is: Literal["none", "token", "sequence", "masked"] = "none"
+    """Importance weights pi_proximal / pi_behaviour for the rollout/trainer gap and stale data (async: `token`
+    unless set): `token` / `sequence` truncate the token / sequence ratio at `rollout_is_threshold`; `masked`
+    keeps each token's untruncated ratio but drops (weight 0) tokens whose ratio leaves
+    [`rollout_is_low`, `rollout_is_threshold`] (docs/async.md: Off-policy corrections)."""
     rollout_is_threshold: float = Field(2.0, gt=0.0)
-    """Upper truncation of the importance weights."""
+    """Upper truncation (`token`, `sequence`) or upper mask bound (`masked`) of the importance weights."""
+    rollout_is_low: float = Field(0.5, ge=0.0)
+    """`masked`: lower bound; tokens whose ratio falls below it get weight 0."""
+    rollout_rs: Literal["none", "token", "geometric"] = "none"
+    """Rejection of off-policy data, applied to the loss mask (rejected tokens leave the loss and its
+    normalisation): `token` drops tokens whose ratio leaves [`rollout_rs_low`, `rollout_rs_high`] (two-sided,
+    IcePop-style); `geometric` drops whole rollouts whose geometric-mean token ratio leaves that range."""
+    rollout_rs_low: float = Field(0.5, ge=0.0)
+    """Lower bound of the accepted ratio for `rollout_rs` (token ratio, or geometric mean per rollout)."""
+    rollout_rs_high: float = Field(2.0, gt=0.0)
+    """Upper bound of the accepted ratio for `rollout_rs`."""
+    ppo_anchor: Literal["proximal", "behaviour"] = "proximal"
+    """What the clipped PPO ratio is taken against. `proximal`: the decoupled objective (three policies): the
+    trainer's logprobs before this update, with the behaviour gap left to `rollout_is` / `rollout_rs`.
+    `behaviour`: coupled PPO: the rollout's own logprobs (on stale data the trust region then sits around the
+    stale policy and many tokens clip); `rollout_is` must then stay `none`."""
 
 
 class TrainerSection(Section):
@@ -294,7 +312,8 @@ class RunConfig(Section):
 
     def effective_rollout_is(self) -> str:
         """Async trains on data from older weights: token-level IS unless `rollout_is` was set explicitly."""
-        if self.async_training.enabled and "rollout_is" not in self.algorithm.model_fields_set:
+        a = self.algorithm
+        if self.async_training.enabled and "rollout_is" not in a.model_fields_set and a.ppo_anchor == "proximal":
             return "token"
         return self.algorithm.rollout_is
 
@@ -331,6 +350,13 @@ class RunConfig(Section):
                             f"{replicas}: give one URL per replica")
         if engine == "vllm" and self.serving.placement == "process":
             problems.append("serving.placement='process' is for embedded replicas; vLLM replicas are processes already")
+        if algo.ppo_anchor == "behaviour" and algo.rollout_is != "none":
+            problems.append(f"algorithm.ppo_anchor='behaviour' already takes the ratio against the behaviour "
+                            f"logprobs: algorithm.rollout_is={algo.rollout_is!r} would correct twice (use 'none')")
+        if algo.rollout_is == "masked" and algo.rollout_is_low >= algo.rollout_is_threshold:
+            problems.append("algorithm.rollout_is='masked' needs rollout_is_low < rollout_is_threshold")
+        if algo.rollout_rs != "none" and algo.rollout_rs_low >= algo.rollout_rs_high:
+            problems.append("algorithm.rollout_rs needs rollout_rs_low < rollout_rs_high")
         if algo.policy_loss_mode == "gspo" and max(algo.clip_ratio_low, algo.clip_ratio_high) > 0.01:
             problems.append(
                 "algorithm.policy_loss_mode='gspo' clips the length-normalized sequence ratio: use clip ratios "
