@@ -10,6 +10,7 @@ loop never reaches into the optimizer.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -18,9 +19,9 @@ from legorl.config import AlgorithmSection, TrainerSection
 from legorl.train.actor import Actor
 from legorl.train.advantages import gae_advantages, whiten
 from legorl.train.batch import TrainBatch
+from legorl.train.corrections import off_policy_correction
 from legorl.train.critic import Critic
 from legorl.train.logprobs import fidelity
-from legorl.train.losses import rollout_is_weights
 from legorl.train.registry import advantage_estimator
 
 
@@ -97,11 +98,12 @@ class StepTrainer:
         adv = self._advantages(batch, metrics)
         metrics["critic/advantages/mean"] = float((adv * mask).sum() / mask.sum().clamp(min=1))
         algo = self.algorithm
-        isw = rollout_is_weights(old_logp, batch.behav_logp, mask, algo.rollout_is, algo.rollout_is_threshold)
-        if isw is not None:
-            metrics["rollout_is/ess"] = isw.ess
+        corr = off_policy_correction(old_logp, batch.behav_logp, mask, algo)  # docs/async.md: corrections
+        metrics.update(corr.metrics)
+        anchor = old_logp if algo.ppo_anchor == "proximal" else batch.behav_logp
+        upd = batch if corr.mask is mask else replace(batch, mask=corr.mask)
         t1 = time.perf_counter()
-        metrics.update(self.actor.update(batch, adv, old_logp, isw.weights if isw is not None else None))
+        metrics.update(self.actor.update(upd, adv, anchor, corr.weights))
         metrics["timing/update_s"] = time.perf_counter() - t1
         lengths = mask.sum(-1)
         metrics["response_length/mean"] = float(lengths.mean())
