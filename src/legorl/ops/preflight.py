@@ -24,6 +24,8 @@ __all__ = ["CheckResult", "format_results", "print_results", "run_preflight", "r
 
 LONG_SEQUENCE_TOKENS = 1024  # sequence-level IS over more policy tokens than this is a variance bomb
 MANY_STEPS = 1000  # a decaying LR over this many steps is usually a "run until I stop it" config
+CLIP_OFF = 4.0  # clip_ratio_high at or past this: an upper clip at >= 5x the old probability never binds
+IS_TRUNCATION_OFF = 100.0  # importance weights truncated only past this are not truncated in practice
 TRIALS_PER_CORE = 16  # trials mostly wait on the model; beyond this the host itself is the bottleneck
 
 
@@ -228,10 +230,7 @@ def check_pitfalls(cfg: RunConfig) -> list[CheckResult]:
     if a.rollout_is == "sequence" and seq_tokens > LONG_SEQUENCE_TOKENS:
         out.append(warn(name, f"sequence-level IS over up to {seq_tokens} policy tokens: the weight is a product "
                               "of per-token ratios and its variance explodes", "algorithm.rollout_is='token'"))
-    stale = cfg.async_training.staleness_threshold
-    if stale > 0 and cfg.effective_rollout_is() == "none":
-        out.append(warn(name, f"async_training.staleness_threshold={stale} with no IS correction: "
-                              "off-policy rollouts are trained as on-policy", "algorithm.rollout_is='token'"))
+    out += _off_policy_pitfalls(cfg)
     if t.max_logprob_abs_diff is None:
         out.append(warn(name, "trainer.max_logprob_abs_diff unset: a sampler/trainer logprob mismatch trains "
                               "silently on wrong ratios", "trainer.max_logprob_abs_diff=1e-3"))
@@ -243,6 +242,36 @@ def check_pitfalls(cfg: RunConfig) -> list[CheckResult]:
                         "raise serving.kv_budget_tokens or lower rollout.concurrency"))
     if not out:
         out.append(ok(name, "no known silent pitfall"))
+    return out
+
+
+def _off_policy_pitfalls(cfg: RunConfig) -> list[CheckResult]:
+    """Async with nothing correcting stale data, and settings under which PPO's clip never binds."""
+    a, name, out = cfg.algorithm, "pitfall", []
+    asyn = cfg.async_training
+    uncorrected = cfg.effective_rollout_is() == "none" and a.rollout_rs == "none" and a.ppo_anchor == "proximal"
+    if asyn.enabled and uncorrected:
+        # with one optimizer step per batch the ratio to the proximal policy stays 1: PPO's clip never binds
+        no_clip = (" and, with trainer.ppo_epochs=1, clipping never binds (the ratio to the proximal policy is 1)"
+                   if cfg.trainer.ppo_epochs == 1 else "")
+        out.append(warn(name, f"async training (staleness_threshold={asyn.staleness_threshold}"
+                              f"{', partial rollout' if asyn.partial_enabled else ''}) with no off-policy "
+                              f"correction: rollouts from older weights are trained as on-policy{no_clip}",
+                        "algorithm.rollout_is='token' (or 'masked', or rollout_rs='geometric')"))
+    if a.clip_ratio_low >= 1.0:
+        out.append(warn(name, f"algorithm.clip_ratio_low={a.clip_ratio_low} >= 1: the lower clip 1 - clip_ratio_low "
+                              "<= 0 never binds (clipping is off for negative advantages' ratios)",
+                        "clip_ratio_low=0.2"))
+    if a.clip_ratio_high >= CLIP_OFF:
+        out.append(warn(name, f"algorithm.clip_ratio_high={a.clip_ratio_high}: an upper clip at "
+                              f"{1 + a.clip_ratio_high:g} practically never binds", "clip_ratio_high=0.28"))
+    if a.rollout_is in ("token", "sequence") and a.rollout_is_threshold >= IS_TRUNCATION_OFF:
+        out.append(warn(name, f"algorithm.rollout_is_threshold={a.rollout_is_threshold}: importance weights up to "
+                              "that are not truncated in practice (high-variance updates)", "rollout_is_threshold=2"))
+    if a.rollout_rs != "none" and a.rollout_rs_low <= 0.0 and a.rollout_rs_high >= IS_TRUNCATION_OFF:
+        out.append(warn(name, f"algorithm.rollout_rs={a.rollout_rs!r} accepts every ratio in "
+                              f"[{a.rollout_rs_low}, {a.rollout_rs_high}]: nothing is rejected",
+                        "rollout_rs_low=0.5, rollout_rs_high=2"))
     return out
 
 
