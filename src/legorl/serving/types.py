@@ -38,6 +38,13 @@ class EngineClosedError(EngineError, RuntimeError):
     """The engine was shut down; no more requests are accepted."""
 
 
+# Bounds every engine applies to valid but extreme values (float32 turns top_p=1e-300 into 0 and
+# T=1e308 into inf): below MIN_TOP_P the nucleus is the top token anyway; above MAX_TEMPERATURE the
+# distribution is as uniform as it gets.
+MIN_TOP_P = 1e-6
+MAX_TEMPERATURE = 1e30
+
+
 @dataclass
 class SamplingParams:
     """Sampling knobs. `temperature == 0` means greedy; `top_k <= 0` and `top_p >= 1` disable them."""

@@ -381,7 +381,14 @@ class EmbeddedEngine:
         self._counters["prefill_computed"] += len(tokens) - start
         if start and pool.routing is not None:
             seq.add_routing(0, pool.routing[pool.slots(seq.blocks, 0, start)])
-        logits, routing = self.runner.prefill(tokens, seq.blocks, start)
+        try:
+            logits, routing = self.runner.prefill(tokens, seq.blocks, start)
+        except Exception as exc:  # this request's failure is its own: the batch goes on
+            log.exception("prefill of request %s failed", seq.id)
+            self.pool.release(seq.blocks)
+            seq.blocks = []
+            self._finish_error(seq, EngineError(f"prefill failed: {exc!r}"))
+            return True
         if routing is not None and pool.routing is not None:
             pool.routing[pool.slots(seq.blocks, start, len(tokens))] = routing
         seq.add_routing(start, routing)
@@ -422,7 +429,18 @@ class EmbeddedEngine:
         if not seqs:
             return
         rows = [(s.order, s.blocks, s.num_computed, s.tokens[s.num_computed]) for s in seqs]
-        logits, routing = self.runner.decode(rows)
+        try:
+            logits, routing = self.runner.decode(rows)
+        except Exception as exc:  # find the row at fault one by one; the others go on
+            self.runner.invalidate()
+            if len(seqs) > 1:
+                for s in seqs:
+                    if s in self._running:
+                        self._decode([s])
+                return
+            log.exception("decode of request %s failed", seqs[0].id)
+            self._finish_error(seqs[0], EngineError(f"decode failed: {exc!r}"))
+            return
         pool, bs = self.pool, self.block_size
         for i, s in enumerate(seqs):
             pos = s.num_computed
@@ -440,7 +458,16 @@ class EmbeddedEngine:
         self._sample(seqs, logits)
 
     def _sample(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
-        toks, lps = sample_rows(logits, [s.request.sampling for s in seqs], [s.generator for s in seqs])
+        try:
+            toks, lps = sample_rows(logits, [s.request.sampling for s in seqs], [s.generator for s in seqs])
+        except Exception:  # one row's failure is its own: sample the rows one by one
+            if len(seqs) > 1:
+                for i, s in enumerate(seqs):
+                    self._sample([s], logits[i : i + 1])
+                return
+            log.exception("sampling for request %s failed", seqs[0].id)
+            self._finish_error(seqs[0], InvalidRequestError("sampling failed for these parameters"))
+            return
         now = time.perf_counter()
         for s, t, lp in zip(seqs, toks, lps, strict=True):
             s.tokens.append(t)

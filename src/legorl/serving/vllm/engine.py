@@ -31,6 +31,8 @@ import aiohttp
 import numpy as np
 
 from legorl.serving.types import (
+    MAX_TEMPERATURE,
+    MIN_TOP_P,
     ContextLengthError,
     EngineClosedError,
     EngineError,
@@ -192,13 +194,14 @@ class VLLMEngine:
         body: dict[str, Any] = {
             "model": self.served_name, "prompt": list(ids), "request_id": request.request_id,
             "max_tokens": min(sp.max_tokens, self.max_model_len - len(ids)),
-            "temperature": sp.temperature, "top_p": sp.top_p, "seed": seed,
+            # extreme but valid values, bounded so vLLM's float32 sampler stays finite for the whole batch
+            "temperature": min(sp.temperature, MAX_TEMPERATURE), "top_p": max(sp.top_p, MIN_TOP_P), "seed": seed,
             "stop_token_ids": list(sp.stop_token_ids), "ignore_eos": sp.ignore_eos,
             "logprobs": 0, "return_token_ids": True, "return_tokens_as_token_ids": True,
             "skip_special_tokens": False,
         }
-        if sp.top_k > 0:
-            body["top_k"] = sp.top_k
+        if 0 < sp.top_k < (self.vocab_size or 2**31 - 1):
+            body["top_k"] = int(sp.top_k)
         t0 = time.perf_counter()
         data = await self._post("/v1/completions", body)
         choice = data["choices"][0]
