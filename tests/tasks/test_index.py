@@ -104,9 +104,9 @@ def test_cli_validate_bad_exit_2(tmp_path):
     r = runner.invoke(app, ["tasks", "validate", str(tmp_path / "set")])
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
-    assert f"{bad}/task.toml: unknown key [agent].timeout (did you mean timeout_sec?)" in lines
+    assert f"WARN {bad}/task.toml: unknown key [agent].timeout (did you mean timeout_sec?)" in lines
     assert f"{bad}/instruction.md: missing (the agent's task text)" in lines
-    assert "2 problem(s) in 1 task(s); 1 valid task(s)" in r.output
+    assert "1 problem(s) in 1 task(s); 1 valid task(s); 1 warning(s)" in r.output
 
 
 def test_cli_builtin_listing():

@@ -114,17 +114,21 @@ def test_bad_toml_names_line(tmp_path):
 
 def test_unknown_key_did_you_mean(tmp_path):
     [line] = problems(make_task(tmp_path, toml="[agent]\ntimeout = 10\n"))
-    assert line == "task.toml: unknown key [agent].timeout (did you mean timeout_sec?)"
+    assert line == "WARN task.toml: unknown key [agent].timeout (did you mean timeout_sec?)"
+    [strict] = validate_task(make_task(tmp_path, "strict", toml="[agent]\ntimeout = 10\n"), strict=True)
+    assert not strict.warning and str(strict).startswith("task.toml: unknown key")
 
 
 def test_unknown_section(tmp_path):
     [line] = problems(make_task(tmp_path, toml="[enviroment]\ncpus = 1\n"))
-    assert line == "task.toml: unknown key enviroment (did you mean environment?)"
+    assert line == "WARN task.toml: unknown key enviroment (did you mean environment?)"
 
 
-def test_unknown_key_lenient(tmp_path):
-    t = load_task(make_task(tmp_path, toml="[agent]\ntimeout = 10\n"), strict=False)
+def test_unknown_key_warns_and_loads(tmp_path):
+    t = load_task(make_task(tmp_path, toml="[agent]\ntimeout = 10\n"))
     assert t.agent_timeout_sec == 600.0
+    with pytest.raises(TaskValidationError, match="unknown key"):
+        load_task(make_task(tmp_path, "s", toml="[agent]\ntimeout = 10\n"), strict=True)
 
 
 def test_wrong_types(tmp_path):
@@ -148,7 +152,7 @@ def test_missing_files_all_reported_at_once(tmp_path):
     (d / "solution").mkdir()
     got = problems(d)
     assert got == [
-        "task.toml: unknown key [agent].timeout (did you mean timeout_sec?)",
+        "WARN task.toml: unknown key [agent].timeout (did you mean timeout_sec?)",
         "instruction.md: missing (the agent's task text)",
         "environment/: missing (needs a Dockerfile and/or files, or [environment].docker_image)",
         "tests/test.sh: missing (tests/ directory does not exist)",
@@ -157,7 +161,7 @@ def test_missing_files_all_reported_at_once(tmp_path):
     with pytest.raises(TaskValidationError) as exc:
         load_task(d)
     text = str(exc.value)
-    assert str(d) in text and "5 problem(s)" in text and text.count("\n") == 5
+    assert str(d) in text and "4 problem(s)" in text and text.count("\n") == 4
 
 
 def test_empty_instruction_and_test_sh(tmp_path):
@@ -182,13 +186,14 @@ def test_bad_metadata_id(tmp_path):
 def test_load_tasks_dir_of_dirs_reports_every_bad_task(tmp_path):
     make_task(tmp_path / "set", "good")
     make_task(tmp_path / "set", "bad1", instruction=None)
-    make_task(tmp_path / "set/nested", "bad2", toml="[agent]\ntimeout = 1\n")
+    make_task(tmp_path / "set/nested", "bad2", toml="[agent]\ntimeout_sec = 0\n")
+    make_task(tmp_path / "set", "warned", toml="[agent]\ntimeout = 1\n")  # a warning, still loads
     with pytest.raises(TaskValidationError) as exc:
         load_tasks(tmp_path / "set")
     lines = str(exc.value).splitlines()[1:]
     assert len(lines) == 2
     assert lines[0].strip().endswith("bad1/instruction.md: missing (the agent's task text)")
-    assert "bad2/task.toml: unknown key [agent].timeout" in lines[1]
+    assert "bad2/task.toml: [agent].timeout_sec must be > 0" in lines[1]
 
 
 def test_load_tasks_one_dir_and_discovery(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from legorl.tasks.model import Task
-from legorl.tasks.taskdir import TaskValidationError, collect_dirs, find_task_dirs
+from legorl.tasks.taskdir import TaskValidationError, collect_dirs, errors, find_task_dirs
 
 BUILTIN_ROOT = Path(__file__).parent / "builtin"
 DESCRIPTIONS = {
@@ -35,8 +35,8 @@ def builtin_path(name: str) -> Path:
 def load_builtin(name: str) -> list[Task]:
     """All tasks of one built-in set, with source `builtin:<name>`."""
     tasks, problems = collect_dirs(builtin_path(name), source=f"builtin:{name}")
-    if problems:
-        raise TaskValidationError(problems)
+    if errors(problems):
+        raise TaskValidationError(errors(problems))
     return tasks
 
 

@@ -23,15 +23,15 @@ def _fail(message: object, code: int = 2) -> None:
 @tasks_app.command("validate")
 def validate_cmd(
     paths: list[str] = typer.Argument(..., help="Task dir(s), dirs of task dirs, index.parquet or builtin:<set>."),
-    lenient: bool = typer.Option(False, help="Allow unknown task.toml keys (warn only)."),
+    strict: bool = typer.Option(False, help="Treat unknown task.toml keys as errors (default: WARN)."),
 ) -> None:
-    """Check task dirs; print every problem (one per line) and exit 2 if there are any."""
+    """Check task dirs; print every problem and warning (one per line); exit 2 if there are errors."""
     from legorl.tasks.loader import collect_tasks
 
     total, problems = 0, []
     for path in paths:
         try:
-            tasks, probs = collect_tasks(path, strict=not lenient)
+            tasks, probs = collect_tasks(path, strict=strict)
         except (OSError, ValueError, KeyError) as exc:
             problems.append(f"{path}: {exc.args[0] if isinstance(exc, KeyError) else exc}")
             continue
@@ -39,10 +39,12 @@ def validate_cmd(
         problems.extend(probs)
     for p in problems:
         typer.echo(p.full() if hasattr(p, "full") else p)
-    if problems:
-        n_bad = len({getattr(p, "task_dir", p) for p in problems})
-        _fail(f"{len(problems)} problem(s) in {n_bad} task(s); {total} valid task(s)")
-    typer.echo(f"ok: {total} valid task(s)")
+    bad = [p for p in problems if not getattr(p, "warning", False)]
+    warned = len(problems) - len(bad)
+    if bad:
+        n_bad = len({getattr(p, "task_dir", p) for p in bad})
+        _fail(f"{len(bad)} problem(s) in {n_bad} task(s); {total} valid task(s); {warned} warning(s)")
+    typer.echo(f"ok: {total} valid task(s)" + (f", {warned} warning(s)" if warned else ""))
 
 
 @tasks_app.command("index")

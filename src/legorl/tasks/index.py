@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from legorl.tasks.model import Task
-from legorl.tasks.taskdir import Problem, TaskValidationError, read_task
+from legorl.tasks.taskdir import Problem, TaskValidationError, errors, read_task
 
 T = TypeVar("T")
 COLUMNS = ("path", "instance_id", "source", "split")
@@ -120,16 +120,16 @@ def read_index(index: str | Path, split: str | None = None) -> list[IndexEntry]:
     return [r for r in rows if split is None or r.split == split]
 
 
-def load_index_tasks(index: str | Path, split: str | None = None, strict: bool = True) -> list[Task]:
+def load_index_tasks(index: str | Path, split: str | None = None, strict: bool = False) -> list[Task]:
     """Load every task an index points to; all problems are reported together."""
     tasks, problems = collect_index_tasks(index, split, strict)
-    if problems:
-        raise TaskValidationError(problems)
+    if errors(problems):
+        raise TaskValidationError(errors(problems))
     return tasks
 
 
 def collect_index_tasks(index: str | Path, split: str | None = None,
-                        strict: bool = True) -> tuple[list[Task], list[Problem]]:
+                        strict: bool = False) -> tuple[list[Task], list[Problem]]:
     tasks: list[Task] = []
     problems: list[Problem] = []
     for entry in read_index(index, split):

@@ -16,6 +16,7 @@ from legorl.tasks.taskdir import (
     Problem,
     TaskValidationError,
     collect_dirs,
+    errors,
     find_task_dirs,
     load_task,
     validate_task,
@@ -25,20 +26,20 @@ __all__ = ["Problem", "TaskValidationError", "collect_tasks", "find_task_dirs", 
            "validate_task"]
 
 
-def load_tasks(path: str | Path, source: str | None = None, strict: bool = True) -> list[Task]:
+def load_tasks(path: str | Path, source: str | None = None, strict: bool = False) -> list[Task]:
     """Tasks from one task dir, a directory of task dirs, a parquet index, or `builtin:<set>`.
 
     Every invalid task is reported in one TaskValidationError rather than failing on the first.
     """
     tasks, problems = collect_tasks(path, source=source, strict=strict)
-    if problems:
-        raise TaskValidationError(problems)
+    if errors(problems):
+        raise TaskValidationError(errors(problems))
     return tasks
 
 
 def collect_tasks(path: str | Path, source: str | None = None,
-                  strict: bool = True) -> tuple[list[Task], list[Problem]]:
-    """Like load_tasks, but returns (valid tasks, problems) instead of raising."""
+                  strict: bool = False) -> tuple[list[Task], list[Problem]]:
+    """Like load_tasks, but returns (valid tasks, problems and warnings) instead of raising."""
     text = str(path)
     if text.startswith("builtin:"):
         name = text.removeprefix("builtin:")

@@ -7,51 +7,19 @@ problem at once, each on its own line and naming the file it is about.
 
 from __future__ import annotations
 
-import difflib
 import logging
+import os
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from legorl.tasks.model import Task, TaskLimits
+from legorl.tasks.model import Healthcheck, Network, Task, TaskLimits
+from legorl.tasks.schema import baseline_network, parse_size_mb, phase_network, validate_config
 
 log = logging.getLogger(__name__)
 
-# Keys Harbor documents for task.toml. A key outside these is almost always a typo, which would
-# otherwise silently fall back to a default (e.g. an agent timeout that never applies).
-_TOP_KEYS = {"version", "schema_version", "source", "metadata", "task", "verifier", "agent",
-             "environment", "solution", "artifacts", "steps"}
-_SECTION_KEYS: dict[str, set[str]] = {
-    "verifier": {"timeout_sec", "env", "user"},
-    "agent": {"timeout_sec", "user"},
-    "solution": {"env"},
-    "environment": {"build_timeout_sec", "docker_image", "cpus", "memory", "memory_mb", "storage",
-                    "storage_mb", "gpus", "gpu_types", "allow_internet", "workdir", "mcp_servers",
-                    "skills_dir", "env", "healthcheck"},
-}
-_FREE_SECTIONS = {"metadata", "task"}  # free-form tables: any keys allowed
-_NUMBER = (int, float)
-_TYPES: dict[tuple[str, str], tuple[type | tuple[type, ...], str]] = {
-    ("", "version"): (str, "a string"),
-    ("", "schema_version"): (str, "a string"),
-    ("", "source"): (str, "a string"),
-    ("verifier", "timeout_sec"): (_NUMBER, "a number"),
-    ("verifier", "env"): (dict, "a table"),
-    ("agent", "timeout_sec"): (_NUMBER, "a number"),
-    ("solution", "env"): (dict, "a table"),
-    ("environment", "build_timeout_sec"): (_NUMBER, "a number"),
-    ("environment", "docker_image"): (str, "a string"),
-    ("environment", "cpus"): (_NUMBER, "a number"),
-    ("environment", "memory"): (str, 'a size string like "2G"'),
-    ("environment", "memory_mb"): (int, "an integer"),
-    ("environment", "storage"): (str, 'a size string like "10G"'),
-    ("environment", "storage_mb"): (int, "an integer"),
-    ("environment", "gpus"): (int, "an integer"),
-    ("environment", "allow_internet"): (bool, "a boolean"),
-    ("environment", "workdir"): (str, "a string"),
-}
 _ID_KEYS = ("id", "task_id", "instance_id")
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:+-]*$")
 
@@ -63,12 +31,18 @@ class Problem:
     task_dir: Path
     file: str  # relative to task_dir, e.g. "task.toml" or "tests/test.sh"
     message: str
+    warning: bool = False  # the task still loads (an unknown key, as Harbor ignores extras)
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.message}"
+        return f"{'WARN ' if self.warning else ''}{self.file}: {self.message}"
 
     def full(self) -> str:
-        return f"{self.task_dir / self.file}: {self.message}"
+        return f"{'WARN ' if self.warning else ''}{self.task_dir / self.file}: {self.message}"
+
+
+def errors(problems: list[Problem]) -> list[Problem]:
+    """The problems that make a task unusable (warnings dropped)."""
+    return [p for p in problems if not p.warning]
 
 
 class TaskValidationError(ValueError):
@@ -82,43 +56,6 @@ class TaskValidationError(ValueError):
         super().__init__(f"invalid task ({where}), {len(problems)} problem(s):\n  " + "\n  ".join(lines))
 
 
-def _type_name(v: Any) -> str:
-    return {bool: "boolean", int: "integer", float: "float", str: "string", dict: "table",
-            list: "array"}.get(type(v), type(v).__name__)
-
-
-def _check_keys(section: str, table: dict[str, Any], known: set[str], add) -> None:
-    for key in table:
-        if key in known:
-            continue
-        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-        hint = f" (did you mean {near[0]}?)" if near else f" (known: {', '.join(sorted(known))})"
-        where = f"[{section}].{key}" if section else key
-        add("task.toml", f"unknown key {where}{hint}")
-
-
-def _check_type(section: str, key: str, value: Any, add) -> bool:
-    spec = _TYPES.get((section, key))
-    if spec is None:
-        return True
-    want, desc = spec
-    # bool is an int subclass in Python; TOML keeps them apart, so do we.
-    ok = isinstance(value, want) and not (isinstance(value, bool) and want is not bool)
-    if not ok:
-        where = f"[{section}].{key}" if section else key
-        add("task.toml", f"{where} must be {desc}, got {_type_name(value)} {value!r}")
-    return ok
-
-
-def parse_size_mb(text: str) -> int | None:
-    """'2G' -> 2048, '512M' -> 512, '1.5g' -> 1536; None when unreadable."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
-    if not m:
-        return None
-    scale = {"": 1 / (1024 * 1024), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2).upper()]
-    return int(float(m.group(1)) * scale)
-
-
 def _read_toml(path: Path, add) -> dict[str, Any] | None:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
@@ -129,39 +66,6 @@ def _read_toml(path: Path, add) -> dict[str, Any] | None:
     except OSError as exc:
         add("task.toml", f"unreadable: {exc.strerror or exc}")
     return None
-
-
-def _validate_config(cfg: dict[str, Any], add) -> None:
-    _check_keys("", cfg, _TOP_KEYS, add)
-    if "steps" in cfg:
-        n = len(cfg["steps"]) if isinstance(cfg["steps"], list) else "?"
-        add("task.toml", f"multi-step task ([[steps]], {n} steps) is not supported: legorl runs "
-                         "single-step Harbor tasks")
-    for key, value in cfg.items():
-        if key in _SECTION_KEYS or key in _FREE_SECTIONS:
-            if not isinstance(value, dict):
-                add("task.toml", f"[{key}] must be a table, got {_type_name(value)} {value!r}")
-                continue
-            if key in _SECTION_KEYS:
-                _check_keys(key, value, _SECTION_KEYS[key], add)
-                for sub, v in value.items():
-                    if _check_type(key, sub, v, add):
-                        _check_range(key, sub, v, add)
-        else:
-            _check_type("", key, value, add)
-
-
-def _check_range(section: str, key: str, value: Any, add) -> None:
-    if key.endswith("timeout_sec") or key in ("cpus", "memory_mb", "storage_mb"):
-        if isinstance(value, _NUMBER) and value <= 0:
-            add("task.toml", f"[{section}].{key} must be > 0, got {value!r}")
-    elif key in ("memory", "storage") and parse_size_mb(value) is None:
-        add("task.toml", f'[{section}].{key} is not a size like "2G" or "512M": {value!r}')
-    elif key == "env" and not all(isinstance(v, str) for v in value.values()):
-        bad = next(k for k, v in value.items() if not isinstance(v, str))
-        add("task.toml", f"[{section}].env values must be strings, got {_type_name(value[bad])} for {bad}")
-    elif key == "workdir" and not value.startswith("/"):
-        add("task.toml", f"[{section}].workdir must be an absolute path, got {value!r}")
 
 
 def _task_id(task_dir: Path, cfg: dict[str, Any], add) -> str:
@@ -217,34 +121,37 @@ def _check_files(task_dir: Path, cfg: dict[str, Any], add) -> str:
     return instruction
 
 
-def validate_task(task_dir: str | Path) -> list[Problem]:
-    """Every problem with a task directory (empty list when it is valid)."""
-    return read_task(Path(task_dir), source=None, strict=True)[1]
+def validate_task(task_dir: str | Path, strict: bool = False) -> list[Problem]:
+    """Every problem and warning of a task directory (empty list when it is clean)."""
+    return read_task(Path(task_dir), source=None, strict=strict)[1]
 
 
-def load_task(task_dir: str | Path, source: str | None = None, strict: bool = True) -> Task:
+def load_task(task_dir: str | Path, source: str | None = None, strict: bool = False) -> Task:
     """Parse one Harbor task dir; raise TaskValidationError listing every problem.
 
-    `source` labels tasks whose task.toml has no top-level `source`. `strict=False` lets unknown
-    task.toml keys through (logged) so newer Harbor fields never block a run; type and
+    `source` labels tasks whose task.toml has no top-level `source`. Unknown task.toml keys are
+    warnings (logged) unless `strict`, so newer Harbor fields never block a run; type and
     missing-file problems always raise.
     """
     task, problems = read_task(Path(task_dir), source=source, strict=strict)
-    if problems or task is None:
-        raise TaskValidationError(problems)
+    if task is None:
+        raise TaskValidationError(errors(problems))
     return task
 
 
-def read_task(task_dir: Path, source: str | None, strict: bool) -> tuple[Task | None, list[Problem]]:
-    """(task, []) for a valid dir, else (None, every problem); the shared core of every loader."""
+def read_task(task_dir: Path, source: str | None, strict: bool = False) -> tuple[Task | None, list[Problem]]:
+    """(task, warnings) for a valid dir, else (None, every problem); the shared core of every loader."""
     task_dir = task_dir.expanduser().resolve()
     problems: list[Problem] = []
 
     def add(file: str, message: str) -> None:
-        if not strict and message.startswith("unknown key"):
-            log.warning("%s: %s", task_dir / file, message)
-            return
         problems.append(Problem(task_dir, file, message))
+
+    def warn(file: str, message: str) -> None:
+        if strict:
+            return add(file, message)
+        log.warning("%s: %s", task_dir / file, message)
+        problems.append(Problem(task_dir, file, message, warning=True))
 
     if not task_dir.is_dir():
         add(".", "not a directory" if task_dir.exists() else "does not exist")
@@ -257,17 +164,37 @@ def read_task(task_dir: Path, source: str | None, strict: bool) -> tuple[Task | 
         parsed = _read_toml(toml_path, add)
         if parsed is not None:
             cfg = parsed
-            _validate_config(cfg, add)
+            validate_config(cfg, add, warn)
     # A multi-step task keeps instructions and tests under steps/: one problem line says it all.
     instruction = "" if "steps" in cfg else _check_files(task_dir, cfg, add)
     task_id = _task_id(task_dir, cfg, add)
-    if problems:
+    if errors(problems):
         return None, problems
     return _build(task_dir, task_id, instruction, cfg, source), problems
 
 
+def _host_env(table: dict[str, str]) -> dict[str, str]:
+    """Harbor resolves ${VAR} and ${VAR:-default} in env tables from the host's environment."""
+    pat = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+    return {k: pat.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), v) for k, v in table.items()}
+
+
+def _network(section: dict[str, Any], base: tuple[str, list[str]]) -> Network:
+    mode, hosts = phase_network(section)
+    if mode is None:
+        mode, hosts = base
+    return Network(mode, tuple(hosts))
+
+
+def _user(section: dict[str, Any]) -> str | None:
+    u = section.get("user")
+    return None if u is None else str(u)
+
+
 def _build(task_dir: Path, task_id: str, instruction: str, cfg: dict[str, Any], source: str | None) -> Task:
     env = cfg.get("environment", {})
+    agent, verifier = cfg.get("agent", {}), cfg.get("verifier", {})
+    venv = verifier.get("environment", {})
     defaults = Task(id="", path=task_dir, instruction="")
     limits = TaskLimits()
     memory_mb = env.get("memory_mb")
@@ -276,26 +203,41 @@ def _build(task_dir: Path, task_id: str, instruction: str, cfg: dict[str, Any], 
     storage_mb = env.get("storage_mb")
     if storage_mb is None and "storage" in env:
         storage_mb = parse_size_mb(env["storage"])
+    base = baseline_network(env)
+    agent_net = _network(agent, base)
+    # A separate verifier environment has its own baseline; the [verifier] keys override both.
+    verifier_net = _network(verifier, baseline_network(venv) if venv else base)
+    hc = env.get("healthcheck")
+    arts = tuple(a if isinstance(a, str) else a.get("source", a.get("path", "")) for a in cfg.get("artifacts", []))
     return Task(
         id=task_id,
         path=task_dir,
         instruction=instruction,
         workdir=env.get("workdir", defaults.workdir),
-        agent_timeout_sec=float(cfg.get("agent", {}).get("timeout_sec", defaults.agent_timeout_sec)),
-        verifier_timeout_sec=float(cfg.get("verifier", {}).get("timeout_sec", defaults.verifier_timeout_sec)),
+        agent_timeout_sec=float(agent.get("timeout_sec") or defaults.agent_timeout_sec),
+        verifier_timeout_sec=float(verifier.get("timeout_sec", defaults.verifier_timeout_sec)),
         build_timeout_sec=float(env.get("build_timeout_sec", defaults.build_timeout_sec)),
         limits=TaskLimits(
             cpus=float(env.get("cpus", limits.cpus)),
             memory_mb=int(memory_mb if memory_mb is not None else limits.memory_mb),
             storage_mb=storage_mb if storage_mb is not None else limits.storage_mb,
-            allow_internet=bool(env.get("allow_internet", limits.allow_internet)),
+            allow_internet=agent_net.public,
             gpus=int(env.get("gpus", limits.gpus)),
         ),
         docker_image=env.get("docker_image"),
         source=cfg.get("source") or source or "local",  # the task's own label wins
         metadata=dict(cfg.get("metadata", {})),
-        verifier_env=dict(cfg.get("verifier", {}).get("env", {})),
-        solution_env=dict(cfg.get("solution", {}).get("env", {})),
+        verifier_env=_host_env({**venv.get("env", {}), **verifier.get("env", {})}),
+        solution_env=_host_env(cfg.get("solution", {}).get("env", {})),
+        environment_env=_host_env(env.get("env", {})),
+        agent_env=_host_env(agent.get("env", {})),
+        agent_user=_user(agent),
+        verifier_user=_user(verifier),
+        agent_network=agent_net,
+        verifier_network=verifier_net,
+        verifier_separate=verifier.get("environment_mode") == "separate" or bool(venv),
+        healthcheck=Healthcheck(**hc) if hc else None,
+        artifacts=arts,
     )
 
 
@@ -314,7 +256,7 @@ def find_task_dirs(root: str | Path) -> list[Path]:
 
 
 def collect_dirs(root: str | Path, source: str | None = None,
-                 strict: bool = True) -> tuple[list[Task], list[Problem]]:
+                 strict: bool = False) -> tuple[list[Task], list[Problem]]:
     """(valid tasks, problems) for every task dir at or under `root`."""
     p = Path(root).expanduser()
     dirs = find_task_dirs(p)

@@ -37,15 +37,23 @@ def _fail(message: str) -> None:
 
 
 def _load(path: str, task_ids: list[str] | None, limit: int | None) -> list[Any]:
-    from legorl.tasks.loader import TaskValidationError, load_tasks
+    """The valid tasks of a set; each refused task is printed with its reasons (one bad task never
+    stops the others); exits only when nothing valid is left."""
+    from legorl.tasks.loader import collect_tasks
 
     try:
-        tasks = load_tasks(path)
-    except TaskValidationError as exc:
-        first = exc.problems[0].full() if exc.problems else str(exc)
-        _fail(f"{path}: {len(exc.problems)} problem(s), first: {first}")
+        tasks, problems = collect_tasks(path)
     except (OSError, ValueError, KeyError) as exc:
         _fail(f"{path}: {exc}")
+    refused: dict[Any, list[str]] = {}
+    for p in problems:
+        if not p.warning:
+            refused.setdefault(p.task_dir, []).append(f"{p.file}: {p.message}")
+    for d, msgs in refused.items():
+        typer.echo(f"refused {d}: " + "; ".join(msgs), err=True)
+    if refused:
+        typer.echo(f"{len(refused)} task(s) refused, {len(tasks)} valid (`legorl tasks validate` lists all)",
+                   err=True)
     if task_ids:
         import fnmatch
 
