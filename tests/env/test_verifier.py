@@ -121,3 +121,32 @@ async def test_tests_mount_is_read_only_during_verification(make_task, sandbox_r
         "if echo x >> /tests/test.sh; then echo 0.5; else echo 1; fi > /logs/verifier/reward.txt",
     )
     assert res.reward == 1.0 and res.flags == [], res
+
+
+# Harbor's usual test.sh shape: install a runner, run it, turn its exit status into a reward. When
+# the runner is missing, the `if` still writes 0: that 0 is the environment's, not the agent's.
+HARBOR_STYLE = """#!/bin/bash
+uvx-that-does-not-exist -p 3.13 pytest /tests/test_outputs.py
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+"""
+
+
+async def test_missing_tool_is_verifier_error_never_reward_zero(make_task, sandbox_root: Path) -> None:
+    res = await _verify_with(make_task, sandbox_root, HARBOR_STYLE)
+    assert (res.outcome, res.reward) == ("verifier_error", None), res
+    assert "command not found" in res.reason and "uvx-that-does-not-exist" in res.reason
+    assert "reward 0.0 discarded" in res.reason
+    # an installer that needs root (the trial is not root): also the environment's failure
+    res = await _verify_with(make_task, sandbox_root,
+                             "apt-get install -y sl; echo 0 > /logs/verifier/reward.txt")
+    assert res.outcome == "verifier_error" and "lock" in res.reason, res
+    res = await _verify_with(make_task, sandbox_root, "exec /usr/bin/no-such-interpreter /tests/x.py")
+    assert res.outcome == "verifier_error" and "127" in res.reason and res.reward is None, res
+
+
+async def test_agent_program_failing_is_still_an_answer(make_task, sandbox_root: Path) -> None:
+    """What the code under test prints is not the verifier's infrastructure: reward 0 stands."""
+    test_sh = ("out=$(cd /app && bash ./run.sh 2>&1); echo \"$out\"\n"
+               "[ \"$out\" = ok ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")
+    res = await _verify_with(make_task, sandbox_root, test_sh, agent_cmd="echo 'frobnicate' > run.sh")
+    assert (res.outcome, res.reward) == ("ok", 0.0), res

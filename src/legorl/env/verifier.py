@@ -5,6 +5,12 @@ wins) or reward.txt (one float). The scalar reward is `rewards["reward"]` if pre
 value, else the mean of all values. test.sh's exit code does not matter when a reward was written
 (failing pytest exits non-zero by design); a timeout, a crash without reward, or a missing or garbled
 reward file is `verifier_error` with the reason.
+
+Infrastructure is never an answer: a test.sh whose own commands could not run (bash's "command
+not found" for a line of /tests/test.sh, exit 126/127, an installer without network or root) has
+not judged the agent, whatever reward it then wrote, unless it is full reward. Such runs are
+`verifier_error` with the matching line and the stderr tail as the reason, so the trainer drops
+them instead of learning from a 0 the environment produced.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +91,30 @@ def parse_rewards(json_text: str | None, txt_text: str | None) -> tuple[float, d
     raise ValueError("no reward file written (/logs/verifier/reward.json or reward.txt)")
 
 
+# Lines only a broken verifier environment prints (test.sh's own commands, package installers).
+_INFRA = re.compile(
+    r"^(?:/tests/test\.sh|bash|sh): (?:line \d+: )?\S.*?: (?:command not found|No such file or directory"
+    r"|Permission denied)$"
+    r"|Could not open lock file|are you root\?|Temporary failure (?:resolving|in name resolution)"
+    r"|Could not resolve host|Network is unreachable|Failed to establish a new connection"
+    r"|No matching distribution found|externally-managed-environment",
+    re.MULTILINE,
+)
+
+
+def infra_failure(exit_code: int | None, stdout: str, stderr: str) -> str | None:
+    """The line that shows test.sh could not run as written, or None when it ran."""
+    for text in (stderr, stdout):
+        m = _INFRA.search(text)
+        if m:
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            return text[start:end if end >= 0 else len(text)].strip()[:300]
+    if exit_code in (126, 127):
+        return f"test.sh exited {exit_code} (a command could not be executed)"
+    return None
+
+
 async def _mount(sandbox: Sandbox, src: Path, at: str, method: str) -> None:
     mount = getattr(sandbox, method, None)
     if mount is not None:
@@ -142,6 +173,14 @@ async def verify(
         except ValueError as e:
             res.outcome = "verifier_error"
             res.reason = f"{e} (test.sh exit code {run.exit_code}{', OOM' if run.oom_killed else ''})"
+            if run.stderr.strip():
+                res.reason += f"; stderr: {tail(run.stderr, 300).strip()}"
+        infra = infra_failure(run.exit_code, run.stdout, run.stderr)
+        if infra and res.outcome == "ok" and (res.reward or 0.0) < 1.0:
+            res.outcome = "verifier_error"
+            res.reason = (f"verifier could not run (infrastructure, not the agent's answer): {infra}; "
+                          f"reward {res.reward} discarded; stderr: {tail(run.stderr, 300).strip()}")
+            res.reward = None
     res.duration_s = time.monotonic() - t0
     return res
 
