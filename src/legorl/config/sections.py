@@ -192,6 +192,10 @@ class AsyncTrainingSection(Section):
     """Trainer updates between two weight syncs."""
     partial_rollout: bool | None = None
     """Resume generations a weight sync cut, under the new weights. None: on when async is enabled."""
+    rollout_waves: bool = False
+    """Start trials a whole batch at a time, the next batch once the previous one has finished (with
+    staleness_threshold=1 and partial_rollout=false: the one-step-off pipeline, a baseline). Off: trials
+    stream, a new group starting whenever a `rollout.concurrency` slot is free."""
 
     @property
     def partial_enabled(self) -> bool:
@@ -350,6 +354,8 @@ class RunConfig(Section):
                             f"{replicas}: give one URL per replica")
         if engine == "vllm" and self.serving.placement == "process":
             problems.append("serving.placement='process' is for embedded replicas; vLLM replicas are processes already")
+        if asyn.rollout_waves and not asyn.enabled:
+            problems.append("async_training.rollout_waves=true needs async_training.enabled=true")
         if algo.ppo_anchor == "behaviour" and algo.rollout_is != "none":
             problems.append(f"algorithm.ppo_anchor='behaviour' already takes the ratio against the behaviour "
                             f"logprobs: algorithm.rollout_is={algo.rollout_is!r} would correct twice (use 'none')")
