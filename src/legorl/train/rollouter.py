@@ -13,6 +13,9 @@ the actor's version minus the oldest version of any of its policy tokens. Two me
    while the trainer updates);
 2. consumption: groups that still finish past the bound (a slow group overtaken by others) are
    dropped whole and counted in `trajectory_filter/dropped_stale`.
+
+`async_training.rollout_waves` starts a whole batch of groups at once and the next batch only when
+every trial of the previous one has finished: the one-step-off pipeline, kept as a baseline.
 """
 
 from __future__ import annotations
@@ -58,11 +61,17 @@ class Rollouter:
         """Re-check admission (after a weight sync or a consumed batch)."""
         self._wake.set()
 
+    def _groups_per_start(self) -> int:
+        return self.cfg.trainer.train_batch_size if self.cfg.async_training.rollout_waves else 1
+
     def _may_start(self) -> bool:
-        room = self.inflight_trials < self.cfg.rollout.concurrency  # members past the free slots queue on `_slots`
+        if self.cfg.async_training.rollout_waves:
+            room = self.inflight_trials == 0  # a wave starts once the previous one has finished
+        else:
+            room = self.inflight_trials < self.cfg.rollout.concurrency  # members past free slots queue on `_slots`
         ahead = self.served_version() - self._base_version + self.cfg.async_training.staleness_threshold + 1
         allowed = ahead * self.cfg.trainer.train_batch_size + self._dropped_groups
-        return room and self._started_groups < allowed
+        return room and self._started_groups + self._groups_per_start() <= allowed
 
     async def _produce(self) -> None:
         n = self.cfg.algorithm.n_resp_per_prompt
@@ -70,15 +79,19 @@ class Rollouter:
             while not self._may_start():
                 self._wake.clear()
                 await self._wake.wait()
-            task = self.sampler.next_batch(1)[0]
-            specs = trial_specs([task], n, self.step, f"step_{self.step}_g{self._started_groups:05d}")
-            gid = specs[0].group_id
-            self.buffer.expect(gid, n)
-            self._started_groups += 1
-            self.inflight_trials += n
-            t = asyncio.create_task(self._run_group(gid, specs))
-            self._group_tasks.add(t)
-            t.add_done_callback(self._group_tasks.discard)
+            for _ in range(self._groups_per_start()):
+                self._start_group(n)
+
+    def _start_group(self, n: int) -> None:
+        task = self.sampler.next_batch(1)[0]
+        specs = trial_specs([task], n, self.step, f"step_{self.step}_g{self._started_groups:05d}")
+        gid = specs[0].group_id
+        self.buffer.expect(gid, n)
+        self._started_groups += 1
+        self.inflight_trials += n
+        t = asyncio.create_task(self._run_group(gid, specs))
+        self._group_tasks.add(t)
+        t.add_done_callback(self._group_tasks.discard)
 
     async def _run_group(self, gid: str, specs: list[TrialSpec]) -> None:
         async def done(res: TrialResult) -> None:
