@@ -1,4 +1,5 @@
-"""torchrun worker for test_actor: one FSDP2 actor step on this rank's half of a fixed batch."""
+"""torchrun worker for test_actor: one FSDP2 actor step; each rank is given the whole batch and trains
+on its token-balanced share of the rows."""
 
 import sys
 from pathlib import Path
@@ -8,22 +9,18 @@ from transformers import AutoModelForCausalLM
 
 from legorl.config import AlgorithmSection, TrainerSection
 from legorl.train.actor import Actor
-from legorl.train.fsdp import init_distributed, shard_model, shard_rows
+from legorl.train.fsdp import init_distributed, shard_model
 
 
 def main() -> None:
     model_dir, out = sys.argv[1], Path(sys.argv[2])
-    rank, world = init_distributed()
+    rank, _ = init_distributed()
     batch = torch.load(out / "batch.pt", weights_only=False)
     model = shard_model(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32))
     actor = Actor(model, TrainerSection(lr=1e-3, micro_batch_size=2, total_steps=2), AlgorithmSection(), 1.0)
-    # the advantage uses the *global* batch; each rank trains on its rows
     adv = (batch.rewards - batch.rewards.mean()).unsqueeze(-1) * batch.mask
-    rows = shard_rows(batch.size, rank, world)
-    local = batch.select(rows)
-    t = local.input_ids.shape[1]
-    old = actor.compute_logprobs(local)
-    actor.update(local, adv[rows, :t], old)
+    old = actor.compute_logprobs(batch)  # every rank gets the whole batch's logprobs back
+    actor.update(batch, adv, old)
     state = actor.full_state_dict()
     if rank == 0:
         torch.save(state, out / "sharded.pt")

@@ -62,14 +62,18 @@ class FakeSync:
     def __init__(self) -> None:
         self.version = 0
 
-    async def push(self, state, version=None, mode="wait") -> int:
+    last_bytes = 0
+
+    async def push_stream(self, produce, version=None, mode="wait") -> int:
+        produce(lambda _bucket: None)
         self.version = self.version + 1 if version is None else version
         return self.version
 
 
 class FakeTrainer:
-    def weights(self) -> dict:
-        return {}
+    def stream_weights(self, emit) -> int:
+        emit({})
+        return 0
 
 
 def fake_learn(trainer, kept):

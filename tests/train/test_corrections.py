@@ -119,6 +119,7 @@ class _Actor:
     """Records what StepTrainer hands the actor."""
 
     replayer = None
+    device = torch.device("cpu")
 
     def __init__(self, logp):
         self.logp, self.seen = logp, {}

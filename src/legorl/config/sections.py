@@ -297,6 +297,24 @@ class TrainerSection(Section):
     """Sampling temperature at validation. None: the rollout temperature."""
     max_logprob_abs_diff: float | None = Field(None, gt=0.0)
     """Refuse a batch whose mean rollout/trainer logprob gap exceeds this (loosen it in async)."""
+    device: str = "auto"
+    """Where the trainer computes: `auto` (CUDA when present, else CPU), `cpu`, `cuda` or `cuda:N`."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Compute precision. bfloat16 keeps fp32 master weights and optimizer state (autocast in one process,
+    FSDP2 MixedPrecisionPolicy across ranks); logprobs and losses stay fp32."""
+    n_ranks: int = Field(1, ge=1)
+    """Trainer processes (`legorl train --nproc N`): N > 1 starts N ranks under torch.distributed (gloo on
+    CPU, NCCL on GPU), FSDP2 shards the model and each rank trains on its share of the batch."""
+    max_tokens_per_micro_batch: int | None = Field(None, ge=1)
+    """Pack micro-batches by this token budget (rows x longest row), longest rows first, instead of
+    `micro_batch_size` rows each. None: fixed micro-batches."""
+    fuse_old_logprob_pass: bool = True
+    """On-policy steps (sync, one epoch, no rollout IS, no R3) take the old logprobs from the gradient
+    pass instead of a separate forward: the same update, one forward fewer."""
+    cpu_offload: bool = False
+    """With `n_ranks` > 1: FSDP2 keeps parameters, gradients and optimizer state on the CPU between uses."""
+    weight_bucket_mb: int = Field(256, ge=1)
+    """Weight sync streams the gathered weights in buckets of about this many MiB."""
 
 
 class RunConfig(Section):
@@ -336,6 +354,8 @@ class RunConfig(Section):
             problems.append(f"algorithm.policy_loss_mode={algo.policy_loss_mode!r}: use ppo, gspo or 'module:function'")
         if asyn.partial_rollout and not asyn.enabled:
             problems.append("async_training.partial_rollout=true needs async_training.enabled=true")
+        if asyn.rollout_waves and not asyn.enabled:
+            problems.append("async_training.rollout_waves=true needs async_training.enabled=true")
         if not asyn.enabled and asyn.staleness_threshold:
             problems.append("async_training.staleness_threshold only applies with async_training.enabled=true")
         k = asyn.trigger_parameter_sync_step
@@ -354,8 +374,6 @@ class RunConfig(Section):
                             f"{replicas}: give one URL per replica")
         if engine == "vllm" and self.serving.placement == "process":
             problems.append("serving.placement='process' is for embedded replicas; vLLM replicas are processes already")
-        if asyn.rollout_waves and not asyn.enabled:
-            problems.append("async_training.rollout_waves=true needs async_training.enabled=true")
         if algo.ppo_anchor == "behaviour" and algo.rollout_is != "none":
             problems.append(f"algorithm.ppo_anchor='behaviour' already takes the ratio against the behaviour "
                             f"logprobs: algorithm.rollout_is={algo.rollout_is!r} would correct twice (use 'none')")

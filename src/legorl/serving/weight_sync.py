@@ -8,9 +8,15 @@ issued after the sync see different weights.
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
+
+Bucket = Mapping[str, Any]
+# a producer hands buckets to `emit` and returns the bytes it produced (e.g. Trainer.stream_weights)
+Producer = Callable[[Callable[[Bucket], None]], int]
 
 
 class WeightTarget(Protocol):
@@ -32,17 +38,77 @@ class WeightSync:
         self.engines = list(engines)
         self.version = max((e.weight_version for e in self.engines), default=0)
         self.last_duration_s = 0.0
+        self.last_bytes = 0
 
     async def push(
         self, state_dict: Mapping[str, Any], version: int | None = None, mode: Literal["wait", "abort"] = "wait"
     ) -> int:
+        """All of `state_dict` to every replica as weight version `version` (None: the next one)."""
+        return await self._push(iter([state_dict]), version, mode)
+
+    async def push_stream(self, produce: Producer, version: int | None = None,
+                          mode: Literal["wait", "abort"] = "wait") -> int:
+        """Weights that `produce` emits bucket by bucket (in a thread; one bucket in flight, so memory
+        stays at one bucket beyond the replicas' own weights), applied to every replica as they come."""
+        q: queue.Queue = queue.Queue(maxsize=1)
+        done = object()
+        failure: list[BaseException] = []
+        cancelled = threading.Event()
+
+        def emit(bucket: Bucket) -> None:
+            while not cancelled.is_set():  # after a failed push the producer runs to its end, dropping
+                try:
+                    q.put(bucket, timeout=0.1)
+                    return
+                except queue.Full:
+                    continue
+
+        def run() -> None:
+            try:
+                produce(emit)
+            except BaseException as exc:  # handed to the consumer below
+                failure.append(exc)
+            finally:
+                while not cancelled.is_set():
+                    try:
+                        q.put(done, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+
+        threading.Thread(target=run, name="weight-stream", daemon=True).start()
+
+        def buckets() -> Iterable[Bucket]:
+            while (item := q.get()) is not done:
+                yield item
+            if failure:
+                raise failure[0]
+
+        try:
+            return await self._push(iter(buckets()), version, mode)
+        except BaseException:
+            cancelled.set()
+            raise
+
+    async def _push(self, buckets, version: int | None, mode: Literal["wait", "abort"]) -> int:
         version = self.version + 1 if version is None else version
         t0 = time.perf_counter()
+        nbytes = 0
         await asyncio.gather(*(e.pause(mode) for e in self.engines))
         try:
-            await asyncio.gather(*(e.update_weights(state_dict, version, mode) for e in self.engines))
+            end = object()
+            while (bucket := await asyncio.to_thread(next, buckets, end)) is not end:
+                nbytes += sum(_nbytes(v) for v in bucket.values())
+                await asyncio.gather(*(e.update_weights(bucket, version, mode) for e in self.engines))
         finally:
             await asyncio.gather(*(e.resume() for e in self.engines))
         self.version = version
         self.last_duration_s = time.perf_counter() - t0
+        self.last_bytes = nbytes
         return version
+
+
+def _nbytes(value: Any) -> int:
+    if hasattr(value, "element_size"):
+        return value.numel() * value.element_size()
+    return int(getattr(value, "nbytes", 0))

@@ -1,14 +1,17 @@
 """The actor: recompute logprobs, take policy-gradient steps over micro-batches, hand out weights.
 
-Works unchanged on one process and under torch.distributed (FSDP2 shards the model; each rank
-holds a slice of the batch; loss weights use global token / sequence counts so the sharded step
-equals the single-process one).
+Works unchanged on one process and under torch.distributed: every rank receives the whole batch,
+trains on its share of the rows (balanced by tokens), and weights its loss by the *global* token /
+sequence count, so the sharded step equals the single-process one. FSDP2 runs collectives in every
+forward, so each rank runs the same number of micro-batches (a rank short of rows runs a zero-weight
+one). Micro-batches are a fixed row count or packed by a token budget (`trainer.max_tokens_per_micro_batch`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -16,8 +19,10 @@ import torch.distributed as dist
 from legorl.config import AlgorithmSection, TrainerSection
 from legorl.models.moe import RoutingReplayer, routing_tensor
 from legorl.train.batch import TrainBatch
+from legorl.train.device import autocast
 from legorl.train.logprobs import token_logprobs
 from legorl.train.losses import aggregate, kl_penalty
+from legorl.train.memory import balance_rows, fixed_micro_batches, padding_ratio, token_budget_micro_batches
 from legorl.train.registry import policy_loss
 
 
@@ -35,24 +40,43 @@ def lr_lambda(kind: str, warmup: int, total: int):
     return f
 
 
-def _world() -> tuple[int, int]:
+def world() -> tuple[int, int]:
+    """(rank, world size) of the trainer's process group; (0, 1) without one."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
 
-def _all_sum(x: float) -> float:
-    _, world = _world()
-    if world == 1:
-        return x
-    t = torch.tensor([x], dtype=torch.float64)
+def _collective_device() -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def all_sum(values: dict[str, float]) -> dict[str, float]:
+    """Sum scalars over the ranks (one collective for the whole dict)."""
+    if world()[1] == 1 or not values:
+        return values
+    keys = sorted(values)
+    t = torch.tensor([values[k] for k in keys], dtype=torch.float64, device=_collective_device())
     dist.all_reduce(t)
-    return float(t.item())
+    return dict(zip(keys, t.cpu().tolist(), strict=True))
+
+
+def _block(name: str) -> str:
+    """The module a parameter belongs to, up to its layer index (`model.layers.3.`): buckets end there."""
+    parts = name.split(".")
+    for i, p in enumerate(parts):
+        if p.isdigit():
+            return ".".join(parts[: i + 1])
+    return ".".join(parts[:-1])
 
 
 @dataclass
-class UpdateMetrics:
-    values: dict[str, float] = field(default_factory=dict)
+class Plan:
+    """This rank's micro-batches (None: a zero-weight filler that keeps FSDP ranks in step) and the
+    padding share of the whole step's micro-batches, all ranks together."""
+
+    mine: list[list[int] | None]
+    padding_ratio: float
 
 
 class Actor:
@@ -64,6 +88,9 @@ class Actor:
         temperature: float,
         ref_model: torch.nn.Module | None = None,
         enable_r3: bool = False,
+        device: torch.device | None = None,
+        dtype: torch.dtype = torch.float32,
+        sharded: bool = False,
     ):
         self.model = model
         self.replayer = RoutingReplayer(model) if enable_r3 else None
@@ -71,6 +98,9 @@ class Actor:
         self.algo = algo
         self.temperature = temperature
         self.ref_model = ref_model
+        self.device = device or torch.device("cpu")
+        self.dtype = dtype
+        self.autocast = not sharded  # under FSDP2 the MixedPrecisionPolicy casts the parameters
         self.policy_loss = policy_loss(algo.policy_loss_mode)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
@@ -80,9 +110,23 @@ class Actor:
             self.optimizer, lr_lambda(trainer.lr_scheduler, trainer.warmup_steps, trainer.total_steps)
         )
 
-    def _micro_batches(self, batch: TrainBatch) -> list[list[int]]:
-        n, mb = batch.size, self.trainer.micro_batch_size
-        return [list(range(i, min(i + mb, n))) for i in range(0, n, mb)]
+    # -- micro-batches -----------------------------------------------------------------------------
+    def plan(self, batch: TrainBatch) -> Plan:
+        lengths = batch.attention_mask.sum(-1).tolist()
+        rank, n_ranks = world()
+        shares = balance_rows(lengths, n_ranks) if n_ranks > 1 else [list(range(batch.size))]
+        budget = self.trainer.max_tokens_per_micro_batch
+        plans = [token_budget_micro_batches(lengths, s, budget) if budget
+                 else fixed_micro_batches(s, self.trainer.micro_batch_size) for s in shares]
+        n_mb = max(len(p) for p in plans)
+        mine: list[list[int] | None] = [*plans[rank], *[None] * (n_mb - len(plans[rank]))]
+        return Plan(mine, padding_ratio(lengths, [mb for p in plans for mb in p]))
+
+    def _micro(self, batch: TrainBatch, plan: Plan) -> Iterator[tuple[list[int], TrainBatch, bool]]:
+        """(rows, micro-batch on the device, is_filler) for this rank's plan."""
+        for idx in plan.mine:
+            rows = idx if idx is not None else [0]
+            yield rows, batch.select(rows).to(self.device), idx is None
 
     def _replay(self, mb: TrainBatch | None) -> None:
         """Point the R3 hooks at this micro-batch's recorded routing (None: route freely)."""
@@ -94,24 +138,32 @@ class Actor:
         r = self.replayer
         r.routing = routing_tensor(mb.routed_experts, mb.input_ids.shape[1], len(r.routers), r.routers[0].top_k)
 
+    def _forward(self, model: torch.nn.Module, mb: TrainBatch, with_entropy: bool = False):
+        with autocast(self.device, self.dtype, self.autocast):
+            return token_logprobs(model, mb.input_ids, mb.attention_mask, mb.mask, self.temperature,
+                                  with_entropy=with_entropy)
+
     @torch.no_grad()
     def compute_logprobs(
         self, batch: TrainBatch, model: torch.nn.Module | None = None, replay: bool = True
     ) -> torch.Tensor:
-        """Logprobs of the batch's tokens under `model` (default: the actor), no grad.
+        """Logprobs of the batch's tokens under `model` (default: the actor), no grad, on every rank.
         With R3 on, the actor replays the recorded routing unless `replay=False`."""
         model = model or self.model
-        out = torch.zeros_like(batch.mask)
-        for idx in self._micro_batches(batch):
-            mb = batch.select(idx)
+        out = torch.zeros(batch.mask.shape, dtype=torch.float32, device=self.device)
+        for idx, mb, filler in self._micro(batch, self.plan(batch)):
             self._replay(mb if (replay and model is self.model) else None)
             try:
-                lp, _ = token_logprobs(model, mb.input_ids, mb.attention_mask, mb.mask, self.temperature)
+                lp, _ = self._forward(model, mb)
             finally:
                 self._replay(None)
-            out[idx, : lp.shape[1]] = lp
+            if not filler:
+                out[idx, : lp.shape[1]] = lp
+        if world()[1] > 1:  # each rank filled its own rows: the sum is the whole batch
+            dist.all_reduce(out)
         return out
 
+    # -- the update --------------------------------------------------------------------------------
     def update(
         self,
         batch: TrainBatch,
@@ -119,30 +171,61 @@ class Actor:
         old_logp: torch.Tensor,
         is_weights: torch.Tensor | None = None,
     ) -> dict[str, float]:
-        """One policy update (ppo_epochs passes over the batch); returns actor/* metrics."""
+        """One policy update (ppo_epochs passes over the batch) against `old_logp`; returns actor/* metrics."""
+        return self._update(batch, advantages, old_logp, is_weights)[0]
+
+    def update_on_policy(
+        self, batch: TrainBatch, advantages: torch.Tensor,
+        before_step: Callable[[torch.Tensor], None] | None = None,
+    ) -> tuple[dict[str, float], torch.Tensor]:
+        """The on-policy update (one epoch, no importance weights) with the old logprobs taken, detached,
+        from the gradient pass itself: that forward is the one a separate old-logprob pass would run, so
+        the ratio is exactly 1 and the update is the same with one forward fewer. `before_step(old)` runs
+        before the optimizer step (the fidelity gate); if it raises, the gradients are dropped.
+        Returns the metrics and the old logprobs."""
+        metrics, first = self._update(batch, advantages, None, None, before_step)
+        assert first is not None
+        return metrics, first
+
+    def _update(
+        self,
+        batch: TrainBatch,
+        advantages: torch.Tensor,
+        old_logp: torch.Tensor | None,
+        is_weights: torch.Tensor | None,
+        before_step: Callable[[torch.Tensor], None] | None = None,
+    ) -> tuple[dict[str, float], torch.Tensor | None]:
         a = self.algo
+        _, n_ranks = world()
+        fused = old_logp is None
+        if fused and self.trainer.ppo_epochs != 1:
+            raise ValueError("logprobs from the gradient pass need ppo_epochs == 1")
         ref_logp = self.compute_logprobs(batch, self.ref_model) if (self.ref_model and a.kl_coef) else None
+        first = torch.zeros(batch.mask.shape, dtype=torch.float32, device=self.device) if fused else None
         agg = "seq-mean-token-mean" if a.policy_loss_mode == "gspo" else a.loss_agg_mode
         token_mode = agg == "token-mean"
-        total = _all_sum(float(batch.mask.sum() if token_mode else (batch.mask.sum(-1) > 0).sum()))
-        _, world = _world()
+        total = float(batch.mask.sum() if token_mode else (batch.mask.sum(-1) > 0).sum())
+        plan = self.plan(batch)
         sums = dict.fromkeys(["pg_loss", "entropy", "pg_clipfrac", "ppo_kl", "kl"], 0.0)
         grad_norms = []
         self.model.train(False)  # no dropout: training forward must match the sampler's numerics
         for _ in range(self.trainer.ppo_epochs):
-            for idx in self._micro_batches(batch):
-                mb = batch.select(idx)
+            for idx, mb, filler in self._micro(batch, plan):
                 t = mb.input_ids.shape[1]
-                weight = float(mb.mask.sum() if token_mode else (mb.mask.sum(-1) > 0).sum())
-                if weight == 0:
+                weight = 0.0 if filler else float(mb.mask.sum() if token_mode else (mb.mask.sum(-1) > 0).sum())
+                if weight == 0 and n_ranks == 1:
                     continue
                 frac = weight / max(total, 1.0)
                 self._replay(mb)
-                logp, ent = token_logprobs(
-                    self.model, mb.input_ids, mb.attention_mask, mb.mask, self.temperature, with_entropy=True
-                )
-                adv, old = advantages[idx, :t], old_logp[idx, :t]
-                w = is_weights[idx, :t] if is_weights is not None else None
+                logp, ent = self._forward(self.model, mb, with_entropy=True)
+                if first is not None:
+                    old = logp.detach()
+                    if not filler:
+                        first[idx, :t] = old
+                else:
+                    old = old_logp[idx, :t].to(self.device)
+                adv = advantages[idx, :t].to(self.device)
+                w = is_weights[idx, :t].to(self.device) if is_weights is not None else None
                 pl = self.policy_loss(logp, old, adv, mb.mask, a, w, agg)
                 entropy = aggregate(ent, mb.mask, agg)
                 loss = pl.loss - a.entropy_coef * entropy
@@ -150,19 +233,30 @@ class Actor:
                     kl = aggregate(kl_penalty(logp, ref_logp[idx, :t]), mb.mask, agg)
                     loss = loss + a.kl_coef * kl
                     sums["kl"] += float(kl.detach()) * frac
-                (loss * frac * world).backward()
+                # FSDP2 averages gradients over the ranks: scale back up to a sum
+                (loss * frac * n_ranks).backward()
                 self._replay(None)
                 sums["pg_loss"] += float(pl.loss.detach()) * frac
                 sums["entropy"] += float(entropy.detach()) * frac
                 sums["pg_clipfrac"] += pl.clipfrac * frac
                 sums["ppo_kl"] += pl.ppo_kl * frac
+            if first is not None:
+                if n_ranks > 1:
+                    dist.all_reduce(first)
+                if before_step is not None:
+                    try:
+                        before_step(first)
+                    except Exception:
+                        self.optimizer.zero_grad(set_to_none=True)
+                        raise
             grad_norms.append(self._optimizer_step())
         self.scheduler.step()
         epochs = self.trainer.ppo_epochs
-        metrics = {f"actor/{k}": _all_sum(v) / epochs for k, v in sums.items()}
+        metrics = {f"actor/{k}": v / epochs for k, v in all_sum(sums).items()}
         metrics["actor/grad_norm"] = sum(grad_norms) / len(grad_norms)
         metrics["actor/lr"] = self.optimizer.param_groups[0]["lr"]
-        return metrics
+        metrics["perf/padding_ratio"] = plan.padding_ratio
+        return metrics, first
 
     def _optimizer_step(self) -> float:
         norm = torch.nn.utils.clip_grad_norm_(self.params, self.trainer.max_grad_norm)
@@ -172,11 +266,37 @@ class Actor:
         self.optimizer.zero_grad(set_to_none=True)
         return norm
 
-    def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """Unsharded CPU weights for weight sync / export (gathers under FSDP2)."""
-        _, world = _world()
-        if world > 1:
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    # -- weights -----------------------------------------------------------------------------------
+    def stream_weights(self, emit: Callable[[dict[str, torch.Tensor]], None], bucket_bytes: int = 256 << 20) -> int:
+        """Hand the full (unsharded) weights to `emit` in buckets of about `bucket_bytes`; returns bytes.
 
-            return get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-        return {k: v.detach() for k, v in self.model.state_dict().items()}
+        Under FSDP2 every rank takes part (one parameter gathered at a time) and rank 0 emits CPU copies:
+        no process ever holds a second full copy of the model. In one process the buckets are views."""
+        rank, n_ranks = world()
+        bucket: dict[str, torch.Tensor] = {}
+        size = total = 0
+        for name, value in self.model.state_dict().items():
+            if hasattr(value, "full_tensor"):
+                value = value.full_tensor()
+            value = value.detach()
+            if rank != 0:
+                continue
+            # cut only between blocks: vLLM reloads fused modules (q/k/v, gate/up) from one update
+            if size >= bucket_bytes and _block(name) != _block(next(reversed(bucket))):
+                emit(bucket)
+                total += size
+                bucket, size = {}, 0
+            if n_ranks > 1 or value.device.type != "cpu":
+                value = value.to("cpu", copy=True)
+            bucket[name] = value
+            size += value.numel() * value.element_size()
+        if bucket:
+            emit(bucket)
+            total += size
+        return total
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The whole unsharded model on CPU (export, tests): the stream collected into one dict."""
+        out: dict[str, torch.Tensor] = {}
+        self.stream_weights(out.update)
+        return out

@@ -24,6 +24,14 @@ class TrainBatch:
     def size(self) -> int:
         return self.input_ids.shape[0]
 
+    def to(self, device: torch.device) -> TrainBatch:
+        """The tensors on `device` (a no-op on their own device)."""
+        if self.input_ids.device == device:
+            return self
+        return TrainBatch(self.input_ids.to(device), self.attention_mask.to(device), self.mask.to(device),
+                          self.behav_logp.to(device), self.rewards.to(device), self.group_ids,
+                          self.routed_experts, self.prompt_lens)
+
     def select(self, idx: list[int]) -> TrainBatch:
         """Rows `idx`, trimmed to their own longest sequence."""
         am = self.attention_mask[idx]

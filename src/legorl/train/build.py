@@ -1,5 +1,6 @@
 """Build the trainer of a run from its config: the actor (with a frozen reference when KL is on, R3
-for MoE), the critic for GAE, and the pad id from the model's tokenizer."""
+for MoE), the critic for GAE, and the pad id from the model's tokenizer, on the configured device and
+precision; under torch.distributed (a trainer rank) the models are sharded with FSDP2."""
 
 from __future__ import annotations
 
@@ -9,39 +10,61 @@ import torch
 
 from legorl.config.sections import RunConfig
 from legorl.models.chat import load_tokenizer
-from legorl.train.actor import Actor
+from legorl.train.actor import Actor, world
 from legorl.train.critic import Critic
+from legorl.train.device import compute_dtype, resolve_device
+from legorl.train.memory import enable_activation_checkpointing
 from legorl.train.trainer import StepTrainer
+
+
+def _load(model_dir: Path, device: torch.device):
+    from transformers import AutoModelForCausalLM
+
+    # master weights stay fp32 whatever the compute dtype
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
 
 
 def build_actor(cfg: RunConfig, model_dir: Path) -> tuple[Actor, Critic | None]:
     """The trainable policy and, for GAE, the critic."""
-    from transformers import AutoModelForCausalLM
-
     from legorl.models.moe import is_moe
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    t = cfg.trainer
+    device = resolve_device(t.device)
+    dtype = compute_dtype(t.dtype)
+    sharded = world()[1] > 1
+    model = _load(model_dir, device)
     if cfg.model.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        enable_activation_checkpointing(model)
     ref = None
     if cfg.algorithm.kl_coef > 0:
-        ref = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        ref = _load(model_dir, device).eval()
         ref.requires_grad_(False)
     moe = is_moe(model)
     r3 = moe if cfg.model.enable_r3 is None else cfg.model.enable_r3
     if r3 and not moe:
         raise NotImplementedError("model.enable_r3=true needs an MoE model; this model is dense")
-    actor = Actor(model, cfg.trainer, cfg.algorithm, cfg.rollout.temperature, ref, enable_r3=r3)
+    if sharded:
+        from legorl.train.fsdp import shard_model
+
+        model = shard_model(model, dtype, cpu_offload=t.cpu_offload)
+        if ref is not None:
+            ref = shard_model(ref, dtype)
+    actor = Actor(model, t, cfg.algorithm, cfg.rollout.temperature, ref, enable_r3=r3,
+                  device=device, dtype=dtype, sharded=sharded)
     critic = None
     if cfg.algorithm.adv_estimator == "gae":
-        t = cfg.trainer
-        critic = Critic(str(model_dir), t.critic_lr, t.max_grad_norm, t.micro_batch_size)
+        if sharded:
+            raise NotImplementedError("adv_estimator='gae' (a critic) runs with trainer.n_ranks = 1 only")
+        critic = Critic(str(model_dir), t.critic_lr, t.max_grad_norm, t.micro_batch_size).to(device)
     return actor, critic
 
 
 def build_trainer(cfg: RunConfig, model_dir: Path) -> StepTrainer:
-    """The run's StepTrainer. Async training corrects for stale data: token-level IS unless set."""
+    """The run's StepTrainer. Async training corrects for stale data: token-level IS unless set; sync
+    training is on-policy (the old logprobs may come from the gradient pass)."""
     actor, critic = build_actor(cfg, model_dir)
     pad = load_tokenizer(model_dir).pad_token_id or 0
     algorithm = cfg.algorithm.model_copy(update={"rollout_is": cfg.effective_rollout_is()})
-    return StepTrainer(algorithm, cfg.trainer, actor, critic, pad_id=pad)
+    return StepTrainer(algorithm, cfg.trainer, actor, critic, pad_id=pad,
+                       on_policy=not cfg.async_training.enabled)
+

@@ -1,12 +1,17 @@
-"""Checkpoints that let a killed run continue exactly: model, optimizer, scheduler, step, RNG and
-data position. Each is written to a temp dir and renamed into place, so a kill mid-save leaves the
-previous checkpoint intact; `latest` names the newest complete one."""
+"""Checkpoints that let a killed run continue exactly: the trainer's own state (weights, optimizer,
+schedule: `Checkpointable.save`), the step, the driver's RNG and the data position. Each is written to
+a temp dir and renamed into place, so a kill mid-save leaves the previous checkpoint intact; `latest`
+names the newest complete one.
+
+Weights are Hugging Face safetensors, one `model.safetensors` or shards with an index (what a sharded
+trainer streams out), so `legorl export` and `transformers` read either."""
 
 from __future__ import annotations
 
 import json
 import random
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -14,6 +19,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+
+INDEX = "model.safetensors.index.json"
 
 
 @dataclass
@@ -33,7 +40,7 @@ def _set_rng_state(s: dict[str, Any]) -> None:
     torch.set_rng_state(s["torch"])
 
 
-def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """safetensors refuses shared storage (tied embeddings): store independent contiguous copies."""
     seen: set[int] = set()
     out = {}
@@ -44,14 +51,47 @@ def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
+class ShardWriter:
+    """Writes weight buckets as HF safetensors shards plus the index that maps names to files."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.files: list[tuple[str, list[str]]] = []
+        self.total_size = 0
+
+    def __call__(self, bucket: dict[str, torch.Tensor]) -> None:
+        name = f"model-{len(self.files) + 1:05d}.safetensors"
+        save_file(untie(bucket), str(self.directory / name))
+        self.files.append((name, list(bucket)))
+        self.total_size += sum(v.numel() * v.element_size() for v in bucket.values())
+
+    def close(self) -> None:
+        n = len(self.files)
+        weight_map = {}
+        for i, (old, keys) in enumerate(self.files):  # HF's naming: model-0000i-of-0000n
+            new = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
+            (self.directory / old).rename(self.directory / new)
+            weight_map.update(dict.fromkeys(keys, new))
+        (self.directory / INDEX).write_text(json.dumps(
+            {"metadata": {"total_size": self.total_size}, "weight_map": weight_map}, indent=1))
+
+
+def read_weights(directory: Path) -> Iterator[dict[str, torch.Tensor]]:
+    """The weights saved in `directory`, one file at a time (single file or shards)."""
+    index = directory / INDEX
+    if index.is_file():
+        for name in sorted(set(json.loads(index.read_text())["weight_map"].values())):
+            yield load_file(str(directory / name))
+    else:
+        yield load_file(str(directory / "model.safetensors"))
+
+
 class Checkpointable(Protocol):
-    """What a checkpoint holds of the trainer: its weights and the rest of its state (optimizer...)."""
+    """What a checkpoint holds of the trainer: it writes and reads its own files in a directory."""
 
-    def weights(self) -> dict[str, torch.Tensor]: ...
+    def save(self, directory: Path) -> None: ...
 
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state(self, weights: dict[str, torch.Tensor], state: dict[str, Any]) -> None: ...
+    def load(self, directory: Path) -> None: ...
 
 
 def save_checkpoint(root: Path, state: TrainerState, trainer: Checkpointable) -> Path:
@@ -60,8 +100,8 @@ def save_checkpoint(root: Path, state: TrainerState, trainer: Checkpointable) ->
     tmp = root / f".step_{state.step}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    save_file(_untie(trainer.weights()), str(tmp / "model.safetensors"))
-    torch.save({**trainer.state_dict(), "rng": _rng_state()}, tmp / "optim.pt")
+    trainer.save(tmp)
+    torch.save(_rng_state(), tmp / "rng.pt")
     (tmp / "trainer_state.json").write_text(json.dumps(
         {"step": state.step, "data_state": state.data_state, "weight_version": state.weight_version}
     ))
@@ -82,9 +122,12 @@ def latest_checkpoint(root: Path) -> Path | None:
 
 
 def load_checkpoint(path: Path, trainer: Checkpointable) -> TrainerState:
-    blob = torch.load(path / "optim.pt", weights_only=False)
-    trainer.load_state(load_file(str(path / "model.safetensors")), blob)
-    _set_rng_state(blob["rng"])
+    trainer.load(path)
+    if (path / "rng.pt").is_file():
+        rng = torch.load(path / "rng.pt", weights_only=False)
+    else:  # checkpoints written before rng.pt kept it inside optim.pt
+        rng = torch.load(path / "optim.pt", weights_only=False)["rng"]
+    _set_rng_state(rng)
     meta = json.loads((path / "trainer_state.json").read_text())
     return TrainerState(meta["step"], meta["data_state"], meta["weight_version"])
 
@@ -94,7 +137,8 @@ def export_hf(checkpoint: Path, base_model_dir: Path, out: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(base_model_dir, dtype=torch.float32)
-    model.load_state_dict(load_file(str(checkpoint / "model.safetensors")), strict=False)
+    for part in read_weights(checkpoint):
+        model.load_state_dict(part, strict=False)
     model.save_pretrained(out, safe_serialization=True)
     AutoTokenizer.from_pretrained(base_model_dir).save_pretrained(out)
     return out

@@ -23,6 +23,8 @@ def register(app: typer.Typer) -> None:
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (logs only)."),
         skip_preflight: bool = typer.Option(False, "--skip-preflight",
                                             help="Do not run the preflight checks first (they refuse FATAL configs)."),
+        nproc: int = typer.Option(None, "--nproc", min=1,
+                                  help="Trainer ranks (same as trainer.n_ranks=N): FSDP2 over N processes."),
     ) -> None:
         """Train a policy with online RL: trials -> rewards -> update -> weight sync (sync or fully-async)."""
         import asyncio
@@ -30,7 +32,7 @@ def register(app: typer.Typer) -> None:
         from legorl.config import ConfigError, load_config
 
         try:
-            cfg = load_config(config, overrides or [])
+            cfg = load_config(config, [*(overrides or []), *([f"trainer.n_ranks={nproc}"] if nproc else [])])
         except ConfigError as exc:
             _fail([p if p.startswith(str(config)) else f"{config}: {p}" for p in exc.problems])
         if not skip_preflight:
@@ -42,18 +44,21 @@ def register(app: typer.Typer) -> None:
         from legorl.models import ModelNotFoundError
         from legorl.serving.types import EngineError
         from legorl.tasks import TaskValidationError
+        from legorl.train.device import DeviceUnavailableError
         from legorl.train.loop import train
+        from legorl.train.ranks import RankFailedError
         from legorl.train.steps import RunDirExistsError
         from legorl.train.trainer import LogprobMismatchError
 
         try:
             asyncio.run(train(cfg, resume=resume, overwrite=overwrite, progress=not no_progress))
-        except (RunDirExistsError, ModelNotFoundError, TaskValidationError, NotImplementedError, ValueError) as exc:
+        except (RunDirExistsError, ModelNotFoundError, TaskValidationError, NotImplementedError, ValueError,
+                DeviceUnavailableError) as exc:
             _fail([str(exc).splitlines()[0] if str(exc) else type(exc).__name__])
         except LogprobMismatchError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(3) from None
-        except EngineError as exc:  # e.g. a vLLM server that would not start: its own error, one line
+        except (EngineError, RankFailedError) as exc:  # e.g. a vLLM server that would not start: one line
             typer.echo(f"error: {str(exc).splitlines()[0]}", err=True)
             raise typer.Exit(1) from None
 
@@ -84,6 +89,6 @@ def register(app: typer.Typer) -> None:
         from legorl.models import resolve_model
         from legorl.train.checkpoint import export_hf
 
-        if not (checkpoint / "model.safetensors").is_file():
-            _fail([f"{checkpoint}: not a legorl checkpoint (no model.safetensors)"])
+        if not any((checkpoint / f).is_file() for f in ("model.safetensors", "model.safetensors.index.json")):
+            _fail([f"{checkpoint}: not a legorl checkpoint (no model.safetensors or shard index)"])
         typer.echo(str(export_hf(checkpoint, resolve_model(model), out)))

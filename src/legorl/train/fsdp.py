@@ -1,4 +1,5 @@
-"""FSDP2 sharding for the actor: gloo on CPU, NCCL on GPU, launched under torchrun."""
+"""FSDP2 sharding for the trainer ranks: gloo on CPU, NCCL on GPU, bf16 compute with fp32 master
+weights through MixedPrecisionPolicy, optional CPU offload."""
 
 from __future__ import annotations
 
@@ -9,31 +10,55 @@ import torch.distributed as dist
 
 
 def init_distributed() -> tuple[int, int]:
-    """Join the torchrun process group (no-op for a single process). Returns (rank, world)."""
+    """Join the process group described by the environment (RANK, WORLD_SIZE, MASTER_ADDR/PORT, as
+    torchrun and `legorl train --nproc` set them); a no-op for one process. Returns (rank, world)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl" if cuda else "gloo")
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
 
-def shard_model(model: torch.nn.Module) -> torch.nn.Module:
+def shard_model(model: torch.nn.Module, dtype: torch.dtype = torch.float32,
+                cpu_offload: bool = False) -> torch.nn.Module:
     """fully_shard each decoder layer, then the root (embeddings, norm, head)."""
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+    from legorl.train.memory import decoder_layers
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     mesh = init_device_mesh(device, (dist.get_world_size(),))
-    layers = getattr(getattr(model, "model", model), "layers", [])
-    for layer in layers:
-        fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    kwargs: dict = {"mesh": mesh}
+    if dtype != torch.float32:
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+    if cpu_offload:
+        kwargs["offload_policy"] = CPUOffloadPolicy()
+    for layer in decoder_layers(model):
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
     return model
 
 
-def shard_rows(n: int, rank: int, world: int) -> list[int]:
-    """Contiguous slice of batch rows for this rank (every rank gets at least one when n >= world)."""
-    per, extra = divmod(n, world)
-    start = rank * per + min(rank, extra)
-    return list(range(start, start + per + (1 if rank < extra else 0)))
+def save_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, path) -> None:
+    """Every rank writes its shards of the model and optimizer state (torch.distributed.checkpoint)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path))
+
+
+def load_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, path) -> None:
+    """Read what `save_sharded` wrote, with the same number of ranks, in place."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    state = {"model": model_sd, "optim": optim_sd}
+    dcp.load(state, checkpoint_id=str(path))
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])

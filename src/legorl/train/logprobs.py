@@ -26,8 +26,8 @@ def token_logprobs(
     """
     keep = torch.nonzero(mask[:, 1:].any(0)).flatten()  # positions p whose next token is trained
     if keep.numel() == 0:
-        keep = torch.tensor([0])
-    pos = torch.arange(input_ids.shape[1]).unsqueeze(0).expand_as(input_ids)
+        keep = torch.tensor([0], device=input_ids.device)
+    pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0).expand_as(input_ids)
     logits = model(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, logits_to_keep=keep, use_cache=False
     ).logits  # [B, K, V]
@@ -47,11 +47,11 @@ def token_logprobs(
             ents.append(-(logsm.exp() * logsm).sum(-1))
     b_idx, k_idx = torch.nonzero(sel, as_tuple=True)
     where = (b_idx, keep[k_idx] + 1)
-    zeros = torch.zeros(mask.shape, dtype=torch.float32)
+    zeros = torch.zeros(mask.shape, dtype=torch.float32, device=input_ids.device)
     # keep the graph connected even with no trained token (FSDP ranks must all run backward)
     anchor = logits.sum() * 0.0
-    logp = zeros.index_put(where, torch.cat(lps) if lps else torch.zeros(0)) + anchor
-    entropy = zeros.index_put(where, torch.cat(ents) if ents else torch.zeros(0)) if with_entropy else None
+    logp = zeros.index_put(where, torch.cat(lps) if lps else zeros[0, :0]) + anchor
+    entropy = zeros.index_put(where, torch.cat(ents) if ents else zeros[0, :0]) if with_entropy else None
     return logp, entropy
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from legorl.config.sections import RunConfig
@@ -42,7 +43,7 @@ from legorl.train.steps import (
     validate,
     validation_due,
 )
-from legorl.train.trainer import StepTrainer
+from legorl.train.types import Trainer
 from legorl.workers.filter import TrajectoryFilter
 
 
@@ -66,8 +67,9 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
     train_tasks, val_tasks = load_task_split(cfg.tasks)
     on_line(f"tasks: {len(train_tasks)} train, {len(val_tasks)} val; run dir {run_dir.root}")
     runtime = await start_runtime(cfg, run_dir)
+    trainer: Trainer | None = None
     try:
-        trainer = build_trainer(cfg, resolve_model(cfg.model.path))
+        trainer = start_trainer(cfg, resolve_model(cfg.model.path))
         sync = WeightSync(runtime.engines)
         sampler = TaskSampler(train_tasks, seed=cfg.run.seed)
         start, note = await start_or_resume(cfg, run_dir, trainer, sampler, runtime, sync, resume)
@@ -89,13 +91,24 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
             start.logger.close()
         return history
     finally:
+        if trainer is not None:
+            trainer.close()
         await runtime.close()
+
+
+def start_trainer(cfg: RunConfig, model_dir: Path) -> Trainer:
+    """The run's trainer: in this process, or `trainer.n_ranks` torch.distributed ranks beside it."""
+    if cfg.trainer.n_ranks > 1:
+        from legorl.train.ranks import TrainerRanks
+
+        return TrainerRanks(cfg, model_dir, cfg.trainer.n_ranks)
+    return build_trainer(cfg, model_dir)
 
 
 Log = Callable[[int, dict[str, float]], None]
 
 
-async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer: StepTrainer, sync: WeightSync,
+async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer: Trainer, sync: WeightSync,
                       sampler: TaskSampler, val_tasks: list[Task], start: Start, log: Log,
                       bar: PhaseProgress) -> None:
     """Roll out a batch, update on it, push the weights: every trial of a step sees the same weights."""
@@ -111,6 +124,7 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
         metrics = learn(trainer, kept)
         if not metrics.get("actor/skipped"):
             metrics["timing/weight_sync_s"] = await push_weights(runtime, sync, trainer)
+            metrics["weight_sync/bytes"] = float(sync.last_bytes)
             metrics["weight_version"] = float(sync.version)
         metrics.update(rollout_metrics(results, fstats))
         metrics["timing/rollout_s"] = t_roll
@@ -122,7 +136,7 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
             save(run_dir, step, trainer, sampler, sync.version)
 
 
-async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer: StepTrainer,
+async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer: Trainer,
                        sync: WeightSync, sampler: TaskSampler, val_tasks: list[Task], start: Start, log: Log,
                        bar: PhaseProgress) -> None:
     """Trials keep streaming while the trainer updates (in a worker thread, so the proxy, scaffolds and

@@ -24,7 +24,7 @@ from legorl.tasks.model import Task
 from legorl.train.batch import collate, trainable
 from legorl.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from legorl.train.sampler import TaskSampler
-from legorl.train.trainer import StepTrainer
+from legorl.train.types import Trainer
 from legorl.trial import TrialResult, TrialSpec
 from legorl.workers.filter import FilterStats
 from legorl.workers.runner import TrialRunner
@@ -72,7 +72,7 @@ async def validate(runner: TrialRunner, cfg: RunConfig, val_tasks: list[Task], s
 
 
 # -- learning -------------------------------------------------------------------------------------
-def learn(trainer: StepTrainer, kept: list[TrialResult]) -> dict[str, float]:
+def learn(trainer: Trainer, kept: list[TrialResult]) -> dict[str, float]:
     """One update on the kept trials (those with policy tokens); `actor/skipped` when there are none."""
     rewards = [float(r.reward or 0.0) for r in kept]
     metrics = {
@@ -88,14 +88,13 @@ def learn(trainer: StepTrainer, kept: list[TrialResult]) -> dict[str, float]:
     return metrics
 
 
-async def push_weights(runtime: Runtime, sync: WeightSync, trainer: StepTrainer, version: int | None = None,
+async def push_weights(runtime: Runtime, sync: WeightSync, trainer: Trainer, version: int | None = None,
                        mode: Literal["wait", "abort"] = "wait") -> float:
     """The actor's weights to every replica (`version` None: the next one); returns seconds taken.
     With partial rollout (`mode="abort"`) the runtime resumes the generations the sync cut."""
     t0 = time.perf_counter()
-    weights = trainer.weights()
     async with runtime.syncing():
-        await sync.push(weights, version, mode=mode)
+        await sync.push_stream(trainer.stream_weights, version, mode=mode)
     return time.perf_counter() - t0
 
 
@@ -145,7 +144,7 @@ def check_run_dir(run_dir: RunDir, resume: bool, overwrite: bool) -> None:
         shutil.rmtree(run_dir.checkpoints, ignore_errors=True)
 
 
-async def start_or_resume(cfg: RunConfig, run_dir: RunDir, trainer: StepTrainer, sampler: TaskSampler,
+async def start_or_resume(cfg: RunConfig, run_dir: RunDir, trainer: Trainer, sampler: TaskSampler,
                           runtime: Runtime, sync: WeightSync, resume: bool) -> tuple[Start, str | None]:
     """Fresh: seed everything. Resume: the newest checkpoint's weights (pushed to the engines), optimizer,
     RNG and data position, with the metrics files truncated to its step. Returns the start and a note."""
@@ -165,7 +164,7 @@ def checkpoint_due(cfg: RunConfig, step: int) -> bool:
     return bool(t.save_freq and step % t.save_freq == 0) or step == t.total_steps
 
 
-def save(run_dir: RunDir, step: int, trainer: StepTrainer, sampler: TaskSampler, weight_version: int) -> None:
+def save(run_dir: RunDir, step: int, trainer: Trainer, sampler: TaskSampler, weight_version: int) -> None:
     save_checkpoint(run_dir.checkpoints, TrainerState(step, sampler.state_dict(), weight_version), trainer)
 
 

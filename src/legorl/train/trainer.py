@@ -10,17 +10,22 @@ loop never reaches into the optimizer.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import save_file
 
 from legorl.config import AlgorithmSection, TrainerSection
-from legorl.train.actor import Actor
+from legorl.train.actor import Actor, world
 from legorl.train.advantages import gae_advantages, whiten
 from legorl.train.batch import TrainBatch
+from legorl.train.checkpoint import ShardWriter, read_weights, untie
 from legorl.train.corrections import off_policy_correction
 from legorl.train.critic import Critic
+from legorl.train.fsdp import load_sharded, save_sharded
 from legorl.train.logprobs import fidelity
 from legorl.train.registry import advantage_estimator
 
@@ -39,18 +44,32 @@ def routing_coverage(batch: TrainBatch) -> float:
     return hit / max(total, 1)
 
 
+def _no_correction(algo: AlgorithmSection) -> bool:
+    """The update anchors on the trainer's own old logprobs with no off-policy weights or rejection."""
+    return algo.rollout_is == "none" and algo.rollout_rs == "none" and algo.ppo_anchor == "proximal"
+
+
 class LogprobMismatchError(RuntimeError):
     """Rollout and trainer logprobs disagree beyond `trainer.max_logprob_abs_diff`."""
 
 
 class StepTrainer:
+    """One process's trainer (under torch.distributed, one rank's: every rank runs `update` on the same
+    batch and the actor takes its share of the rows).
+
+    `on_policy`: the batch was sampled by exactly the weights being trained (sync mode). With one
+    epoch and no rollout importance weights, the old logprobs then come from the gradient pass itself
+    (`Actor.update_on_policy`) instead of a separate no-grad forward."""
+
     def __init__(self, algorithm: AlgorithmSection, trainer: TrainerSection, actor: Actor,
-                 critic: Critic | None = None, pad_id: int = 0):
+                 critic: Critic | None = None, pad_id: int = 0, on_policy: bool = False):
         self.algorithm = algorithm
         self.trainer = trainer
         self.actor = actor
         self.critic = critic
         self.pad_id = pad_id
+        self.fused_old_logprobs = (on_policy and trainer.fuse_old_logprob_pass and trainer.ppo_epochs == 1
+                                   and _no_correction(algorithm) and actor.replayer is None)
         if algorithm.adv_estimator == "gae":
             if critic is None:
                 raise ValueError("adv_estimator='gae' needs a critic")
@@ -83,28 +102,42 @@ class StepTrainer:
     def update(self, batch: TrainBatch) -> dict[str, float]:
         """One update on `batch` (trials with policy tokens); returns the step's trainer metrics."""
         metrics: dict[str, float] = {}
-        t0 = time.perf_counter()
-        old_logp = self.actor.compute_logprobs(batch)
-        fid = fidelity(old_logp, batch.behav_logp, batch.mask)
-        metrics.update(fid)
-        if self.actor.replayer is not None:
-            metrics["r3/routing_coverage"] = routing_coverage(batch)
-            free = self.actor.compute_logprobs(batch, replay=False)
-            metrics.update({k.replace("rollout_corr/", "rollout_corr_no_r3/"): v
-                            for k, v in fidelity(free, batch.behav_logp, batch.mask).items()})
-        metrics["timing/old_logprob_s"] = time.perf_counter() - t0
-        self._check_fidelity(fid)
+        batch = batch.to(self.actor.device)
         mask = batch.mask
-        adv = self._advantages(batch, metrics)
-        metrics["critic/advantages/mean"] = float((adv * mask).sum() / mask.sum().clamp(min=1))
-        algo = self.algorithm
-        corr = off_policy_correction(old_logp, batch.behav_logp, mask, algo)  # docs/async.md: corrections
-        metrics.update(corr.metrics)
-        anchor = old_logp if algo.ppo_anchor == "proximal" else batch.behav_logp
-        upd = batch if corr.mask is mask else replace(batch, mask=corr.mask)
-        t1 = time.perf_counter()
-        metrics.update(self.actor.update(upd, adv, anchor, corr.weights))
+        if self.fused_old_logprobs:
+            adv = self._advantages(batch, metrics)
+            t1 = time.perf_counter()
+
+            def gate(old_logp: torch.Tensor) -> None:
+                fid = fidelity(old_logp, batch.behav_logp, mask)
+                metrics.update(fid)
+                self._check_fidelity(fid)
+
+            actor_metrics, _ = self.actor.update_on_policy(batch, adv, gate)
+            metrics.update(actor_metrics)
+            metrics["timing/old_logprob_s"] = 0.0
+        else:
+            t0 = time.perf_counter()
+            old_logp = self.actor.compute_logprobs(batch)
+            fid = fidelity(old_logp, batch.behav_logp, mask)
+            metrics.update(fid)
+            if self.actor.replayer is not None:
+                metrics["r3/routing_coverage"] = routing_coverage(batch)
+                free = self.actor.compute_logprobs(batch, replay=False)
+                metrics.update({k.replace("rollout_corr/", "rollout_corr_no_r3/"): v
+                                for k, v in fidelity(free, batch.behav_logp, mask).items()})
+            metrics["timing/old_logprob_s"] = time.perf_counter() - t0
+            self._check_fidelity(fid)
+            adv = self._advantages(batch, metrics)
+            algo = self.algorithm
+            corr = off_policy_correction(old_logp, batch.behav_logp, mask, algo)  # docs/async.md: corrections
+            metrics.update(corr.metrics)
+            anchor = old_logp if algo.ppo_anchor == "proximal" else batch.behav_logp
+            upd = batch if corr.mask is mask else replace(batch, mask=corr.mask)
+            t1 = time.perf_counter()
+            metrics.update(self.actor.update(upd, adv, anchor, corr.weights))
         metrics["timing/update_s"] = time.perf_counter() - t1
+        metrics["critic/advantages/mean"] = float((adv * mask).sum() / mask.sum().clamp(min=1))
         lengths = mask.sum(-1)
         metrics["response_length/mean"] = float(lengths.mean())
         metrics["response_length/max"] = float(lengths.max())
@@ -112,12 +145,16 @@ class StepTrainer:
             metrics["prompt_length/mean"] = float(sum(batch.prompt_lens) / len(batch.prompt_lens))
         return metrics
 
-    # -- state -------------------------------------------------------------------------------------
+    # -- weights and state ------------------------------------------------------------------------
+    def stream_weights(self, emit: Callable[[dict[str, torch.Tensor]], None]) -> int:
+        """The policy's full weights to `emit` in buckets (gathered one tensor at a time under FSDP2)."""
+        return self.actor.stream_weights(emit, self.trainer.weight_bucket_mb << 20)
+
     def weights(self) -> dict[str, torch.Tensor]:
-        """The policy's full weights (gathered under FSDP2): what engines and checkpoints get."""
+        """The policy's full weights in one dict (tests, tools; the loop streams them)."""
         return self.actor.full_state_dict()
 
-    def state_dict(self) -> dict[str, Any]:
+    def _rest(self) -> dict[str, Any]:
         """Everything but the policy weights that a resumed run needs: optimizer, LR schedule, critic."""
         state: dict[str, Any] = {"optimizer": self.actor.optimizer.state_dict(),
                                  "scheduler": self.actor.scheduler.state_dict()}
@@ -126,10 +163,39 @@ class StepTrainer:
             state["critic_optimizer"] = self.critic.optimizer.state_dict()
         return state
 
-    def load_state(self, weights: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
-        self.actor.model.load_state_dict(weights, strict=False)
-        self.actor.optimizer.load_state_dict(state["optimizer"])
+    def save(self, directory: Path) -> None:
+        """One process: model.safetensors + optim.pt. A rank of N: every rank writes its shards of model
+        and optimizer (torch.distributed.checkpoint, `dcp/`), rank 0 the HF weight shards and schedule."""
+        rank, n_ranks = world()
+        if n_ranks == 1:
+            save_file(untie(self.weights()), str(directory / "model.safetensors"))
+            torch.save(self._rest(), directory / "optim.pt")
+            return
+        writer = ShardWriter(directory) if rank == 0 else None
+        self.stream_weights(writer or (lambda _bucket: None))
+        save_sharded(self.actor.model, self.actor.optimizer, directory / "dcp")
+        if writer is not None:
+            writer.close()
+            torch.save({"scheduler": self.actor.scheduler.state_dict()}, directory / "optim.pt")
+        torch.distributed.barrier()
+
+    def load(self, directory: Path) -> None:
+        _, n_ranks = world()
+        state = torch.load(directory / "optim.pt", weights_only=False, map_location="cpu")
+        if n_ranks > 1:
+            if not (directory / "dcp").is_dir():
+                raise ValueError(f"{directory} was written by one trainer process: resume it with trainer.n_ranks = 1")
+            load_sharded(self.actor.model, self.actor.optimizer, directory / "dcp")
+        else:
+            if (directory / "dcp").is_dir():
+                raise ValueError(f"{directory} was written by sharded trainer ranks: resume with the same trainer.n_ranks")
+            for part in read_weights(directory):
+                self.actor.model.load_state_dict(part, strict=False)
+            self.actor.optimizer.load_state_dict(state["optimizer"])
         self.actor.scheduler.load_state_dict(state["scheduler"])
         if self.critic is not None and "critic" in state:
             self.critic.load_state_dict(state["critic"])
             self.critic.optimizer.load_state_dict(state["critic_optimizer"])
+
+    def close(self) -> None:
+        """Nothing to release in-process (trainer ranks in other processes stop here)."""
