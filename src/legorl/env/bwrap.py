@@ -63,19 +63,23 @@ def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def passwd_files(uid: int, gid: int) -> tuple[str, str]:
-    """/etc/passwd and /etc/group that name the sandbox uid, so `whoami`, git and pip stay happy."""
+def passwd_files(uid: int, gid: int, etc: Path = Path("/etc"), name: str = SANDBOX_USER) -> tuple[str, str]:
+    """/etc/passwd and /etc/group that name the sandbox uid, so `whoami`, git and pip stay happy.
+
+    `name` is the user a task asks for ([agent].user, a Dockerfile's USER): its entry, if the image
+    has one, is replaced by one with the trial's uid, so the name works without its uid."""
     try:
-        passwd = Path("/etc/passwd").read_text()
-        group = Path("/etc/group").read_text()
+        passwd = (etc / "passwd").read_text()
+        group = (etc / "group").read_text()
     except OSError:
-        passwd = group = ""
-    passwd = "".join(line + "\n" for line in passwd.splitlines() if not line.startswith(f"{SANDBOX_USER}:"))
-    group = "".join(line + "\n" for line in group.splitlines() if not line.startswith(f"{SANDBOX_USER}:"))
-    if not any(line.split(":")[2:3] == [str(uid)] for line in passwd.splitlines()):
-        passwd += f"{SANDBOX_USER}:x:{uid}:{gid}:legorl sandbox:{SANDBOX_HOME}:/bin/bash\n"
+        passwd, group = Path("/etc/passwd").read_text(), Path("/etc/group").read_text()
+    drop = {SANDBOX_USER, name}
+    passwd = "".join(line + "\n" for line in passwd.splitlines()
+                     if line.split(":")[0] not in drop and line.split(":")[2:3] != [str(uid)])
+    group = "".join(line + "\n" for line in group.splitlines() if line.split(":")[0] not in drop)
+    passwd += f"{name}:x:{uid}:{gid}:legorl sandbox:{SANDBOX_HOME}:/bin/bash\n"
     if not any(line.split(":")[2:3] == [str(gid)] for line in group.splitlines()):
-        group += f"{SANDBOX_USER}:x:{gid}:\n"
+        group += f"{name}:x:{gid}:\n"
     return passwd, group
 
 
@@ -92,6 +96,7 @@ class BwrapSpec:
     hostname: str = "sandbox"
     system_ro: tuple[str, ...] = ("/usr", "/etc")
     extra_args: tuple[str, ...] = ()
+    system_src: dict[str, Path] | None = None  # an image layer's system dirs (sandbox path -> source)
 
     def argv(self, cmd: list[str], cwd: str, env: dict[str, str]) -> list[str]:
         a = [self.bwrap, "--unshare-user", "--uid", str(self.uid), "--gid", str(self.gid)]
@@ -103,9 +108,13 @@ class BwrapSpec:
         if supports_disable_userns(self.bwrap):
             a.append("--disable-userns")
         a += ["--die-with-parent", "--new-session", "--hostname", self.hostname]
-        for d in self.system_ro:
-            if Path(d).exists():
-                a += ["--ro-bind", d, d]
+        sources = self.system_src or {d: Path(d) for d in self.system_ro}
+        for d, src in sources.items():
+            if src.exists():
+                a += ["--ro-bind", str(src), d]
+        for f in ("/etc/resolv.conf", "/etc/hosts") if self.system_src and self.network else ():
+            if Path(f).is_file():  # the host's live files (a layer's /etc shows the disk's copies)
+                a += ["--ro-bind", f, f]
         for name in _TOP_LINKS:
             host = Path("/") / name
             if host.is_symlink():

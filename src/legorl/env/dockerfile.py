@@ -1,11 +1,12 @@
 """The Dockerfile subset the local backend can honour without building an image.
 
-Supported: FROM (one stage; the host's read-only system stands in for the image), WORKDIR, ENV, ARG,
-COPY/ADD of local files (ADD also unpacks local tar archives), RUN (inside the sandbox, as the
-sandbox user, network only if the task allows it). Ignored with a note: EXPOSE, LABEL, MAINTAINER,
-CMD, ENTRYPOINT (Harbor overrides them with a keep-alive), HEALTHCHECK, STOPSIGNAL, USER (every
-command runs as the one unprivileged sandbox uid), VOLUME (its directory is created writable).
-Rejected with file and line: multi-stage builds, COPY --from, remote ADD, RUN --mount, SHELL, ONBUILD.
+Supported: FROM (one stage, mapped onto the host root: see `map_from`), WORKDIR, ENV, ARG, SHELL,
+USER (RUN lines after it run as that user in root builds), COPY/ADD of local files (ADD also unpacks
+local tar archives), RUN (also `RUN <<EOF` heredocs), VOLUME (its directory is created writable).
+Ignored with a note: EXPOSE, LABEL, MAINTAINER, CMD, ENTRYPOINT (Harbor overrides them with a
+keep-alive), HEALTHCHECK (Harbor's is in task.toml), STOPSIGNAL.
+Rejected with file and line: multi-stage builds, COPY --from, remote ADD, RUN --mount, ONBUILD, a
+FROM image that is not Debian/Ubuntu/python based.
 """
 
 from __future__ import annotations
@@ -21,12 +22,25 @@ from legorl.env.base import SandboxError
 
 log = logging.getLogger(__name__)
 
-SUPPORTED = {"FROM", "WORKDIR", "ENV", "ARG", "COPY", "ADD", "RUN", "VOLUME"}
-IGNORED = {"EXPOSE", "LABEL", "MAINTAINER", "CMD", "ENTRYPOINT", "HEALTHCHECK", "STOPSIGNAL", "USER"}
+SUPPORTED = {"FROM", "WORKDIR", "ENV", "ARG", "COPY", "ADD", "RUN", "VOLUME", "USER", "SHELL"}
+IGNORED = {"EXPOSE", "LABEL", "MAINTAINER", "CMD", "ENTRYPOINT", "HEALTHCHECK", "STOPSIGNAL"}
 REJECTED = {
-    "SHELL": "SHELL is not supported: RUN lines run with /bin/sh -c",
     "ONBUILD": "ONBUILD is not supported",
 }
+# Base images whose userland the host root (Debian 12, its Python 3) approximates. The tag is not
+# honoured: `python:3.13` gets the host's Python. Anything else is refused rather than guessed.
+_MAPPABLE = re.compile(r"(^|[/_-])(debian|ubuntu|python|buildpack-deps)([:@/_-]|$)|(^|/)ubuntu-\d", re.I)
+
+
+def map_from(image: str) -> str:
+    """The note that says how the local backend stands in for `image`; ValueError when it cannot."""
+    name = image.split("@")[0]
+    if name.lower() == "scratch" or not _MAPPABLE.search(name.rsplit("/", 1)[-1] if "/" in name else name):
+        raise ValueError(
+            f"FROM {image} cannot be mapped onto the host root: the local backend maps Debian, Ubuntu and "
+            "python images only (the host's userland stands in). Base the task on one of those, or run it "
+            "with backend='docker'")
+    return f"FROM {image} approximated by the host root (its Debian userland and Python, not the image's)"
 
 
 class DockerfileError(SandboxError):
@@ -53,8 +67,23 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     buf: list[str] = []
     start = 0
-    for i, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    heredoc: tuple[str, bool, list[str]] | None = None  # (delimiter, strip tabs, body so far)
+    for i, line in enumerate(lines, 1):
         stripped = line.strip()
+        if heredoc is not None:  # RUN <<EOF ... EOF: the body is kept verbatim
+            delim, strip_tabs, body = heredoc
+            if (line.lstrip("\t") if strip_tabs else line) == delim:
+                out[-1] = (out[-1][0], out[-1][1] + "\n" + "\n".join(body) + "\n" + _HEREDOC_END + delim)
+                heredoc = None
+            else:
+                body.append(line.lstrip("\t") if strip_tabs else line)
+            continue
+        m = _HEREDOC.search(line) if not buf and stripped.upper().startswith("RUN") else None
+        if m:
+            out.append((i, stripped))
+            heredoc = (m.group(2), bool(m.group(1)), [])
+            continue
         if not buf and (not stripped or stripped.startswith("#")):
             continue
         if buf and stripped.startswith("#"):
@@ -70,6 +99,10 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     if buf:
         out.append((start, " ".join(s.strip() for s in buf)))
     return out
+
+
+_HEREDOC = re.compile(r"<<(-?)[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?")
+_HEREDOC_END = "\x00"  # marks the terminator line inside a logical line
 
 
 def _split_flags(args: str) -> tuple[dict[str, str], str]:
@@ -104,7 +137,12 @@ def parse(path: Path) -> list[Instruction]:
             if seen_from or re.search(r"\s+AS\s+", args, re.IGNORECASE):
                 raise DockerfileError(path, lineno, line, "multi-stage builds are not supported")
             seen_from = True
-            continue  # the host's read-only system stands in for the base image
+            try:
+                log.warning("%s:%d: %s", path, lineno, map_from(args.split()[0] if args else ""))
+            except ValueError as e:
+                raise DockerfileError(path, lineno, line, str(e)) from None
+            out.append(ins)
+            continue
         if kw in ("COPY", "ADD") and "from" in flags:
             raise DockerfileError(path, lineno, line, "COPY --from (multi-stage) is not supported")
         if kw == "ADD" and re.match(r"^\S*(https?|git)[:@]", args):
@@ -129,13 +167,31 @@ def words(ins: Instruction, path: Path) -> list[str]:
 
 
 def run_command(ins: Instruction) -> str:
-    """A RUN line as a shell string (the exec form is quoted back into one)."""
+    """A RUN line as a shell string (the exec form is quoted back into one; a heredoc `RUN <<EOF`
+    is its body, `RUN cmd <<EOF` the command with its here-document)."""
+    if "\n" in ins.args:
+        first, _, rest = ins.args.partition("\n")
+        body, _, delim = rest.rpartition("\n" + _HEREDOC_END)
+        if re.fullmatch(r"<<-?[\"']?\w+[\"']?", first.strip()):
+            return body
+        return f"{first}\n{body}\n{delim}"
     if ins.args.startswith("["):
         try:
             return shlex.join(str(v) for v in json.loads(ins.args))
         except json.JSONDecodeError:
             pass
     return ins.args
+
+
+def shell_form(ins: Instruction, path: Path) -> list[str]:
+    """SHELL ["executable", "params"...]: the argv every later RUN line is appended to."""
+    try:
+        val = json.loads(ins.args)
+    except json.JSONDecodeError:
+        val = None
+    if not isinstance(val, list) or not val or not all(isinstance(v, str) for v in val):
+        raise DockerfileError(path, ins.lineno, ins.raw, 'SHELL needs a JSON array like ["/bin/bash", "-c"]')
+    return val
 
 
 def env_pairs(ins: Instruction, path: Path) -> list[tuple[str, str]]:

@@ -20,11 +20,11 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
 
-from legorl.env import archive, procs
+from legorl.env import archive, procs, rootfs
 from legorl.env.base import ExecResult, SandboxError, SandboxLifecycle
 from legorl.env.bwrap import DEFAULT_BWRAP, SANDBOX_HOME, BwrapSpec, base_env, check_bwrap, passwd_files
 from legorl.env.cgroups import TrialCgroup
-from legorl.env.localbuild import prepare_workdir
+from legorl.env.layerbuild import prepare
 from legorl.env.output import DEFAULT_OUTPUT_CAP, tail
 from legorl.env.trialdirs import UIDS, cleanup_stale, default_root
 from legorl.tasks.model import Task
@@ -53,6 +53,7 @@ class LocalSandbox(SandboxLifecycle):
         output_cap: int = DEFAULT_OUTPUT_CAP,
         use_cgroups: bool = True,
         build_cache: bool = True,
+        root_builds: bool = True,
         network: bool | None = None,
         extra_binds: dict[str, Path | str] | None = None,
         extra_ro_binds: dict[str, Path | str] | None = None,
@@ -65,6 +66,9 @@ class LocalSandbox(SandboxLifecycle):
         self.output_cap = output_cap
         self.use_cgroups = use_cgroups
         self.build_cache = build_cache  # reuse a Dockerfile's RUN results across trials of a task
+        self.root_builds = root_builds  # Dockerfile RUN as root over a copy-on-write root (legorl.env.rootfs)
+        self.layer: Path | None = None  # the task's built image layer, mounted read-only per exec
+        self.build: dict = {}  # the layer's meta: notes (FROM mapping), USER, build time
         self.network = task.limits.allow_internet if network is None else network
         # Host paths to show inside (sandbox path -> host path), e.g. the directory holding the proxy's
         # unix socket: path-based unix sockets work across network namespaces, TCP to the host does not.
@@ -77,7 +81,9 @@ class LocalSandbox(SandboxLifecycle):
         self.root: Path | None = None
         self.binds: dict[str, Path] = {}
         self.ro_binds: dict[str, Path] = {}
-        self.env: dict[str, str] = {}  # from the Dockerfile's ENV lines
+        self.env: dict[str, str] = dict(task.environment_env)  # + the Dockerfile's ENV lines
+        if task.agent_user:
+            self.env.update(USER=task.agent_user, LOGNAME=task.agent_user)
         self.cwd = task.workdir
         self.cgroup: TrialCgroup | None = None
         self.limits_note = ""  # what isolation is missing on this host, empty when complete
@@ -95,7 +101,9 @@ class LocalSandbox(SandboxLifecycle):
             await asyncio.to_thread(self._setup_dirs)
             self._started = True
             await self._probe()
-            await prepare_workdir(self)
+            self.build = await prepare(self) or {}
+            if self.layer is not None or self.task.agent_user:
+                await asyncio.to_thread(self._write_passwd)
         except BaseException:
             await self.stop()
             raise
@@ -146,16 +154,22 @@ class LocalSandbox(SandboxLifecycle):
             self._own(host)
             self.binds[dst] = host
         (self.root / "tmp").chmod(0o1777)
-        passwd, group = passwd_files(self.uid, self.gid)
         (self.root / "etc").mkdir()
-        (self.root / "etc" / "passwd").write_text(passwd)
-        (self.root / "etc" / "group").write_text(group)
-        for f in ("passwd", "group"):
-            os.chmod(self.root / "etc" / f, 0o644)
-            self.ro_binds[f"/etc/{f}"] = self.root / "etc" / f
+        self._write_passwd()
         self.binds.update(self._extra)
         self.ro_binds.update(self._extra_ro)
         self._setup_cgroup()
+
+    def _write_passwd(self, name: str | None = None) -> None:
+        """passwd/group naming the trial's uid (as the task's user, from the image's files if any)."""
+        assert self.root is not None
+        etc = self.layer / "upper" / "etc" if self.layer and (self.layer / "upper/etc/passwd").is_file() else None
+        name = name or self.task.agent_user or "agent"
+        passwd, group = passwd_files(self.uid, self.gid, etc or Path("/etc"), name)
+        for f, text in (("passwd", passwd), ("group", group)):
+            (self.root / "etc" / f).write_text(text)
+            os.chmod(self.root / "etc" / f, 0o644)
+            self.ro_binds[f"/etc/{f}"] = self.root / "etc" / f
 
     def _setup_cgroup(self) -> None:
         notes = []
@@ -221,7 +235,7 @@ class LocalSandbox(SandboxLifecycle):
     # ---- running commands ------------------------------------------------------------------------
 
     def _spec(self, network: bool | None = None) -> BwrapSpec:
-        return BwrapSpec(
+        spec = BwrapSpec(
             bwrap=self.bwrap,
             uid=self.uid,
             gid=self.gid,
@@ -229,6 +243,9 @@ class LocalSandbox(SandboxLifecycle):
             ro_binds=dict(self.ro_binds),
             network=self.network if network is None else network,
         )
+        if self.layer is not None and self.root is not None:
+            spec.system_src = rootfs.system_sources(self.layer / "upper", self.root / "rootfs")
+        return spec
 
     async def run_argv(
         self,
@@ -246,6 +263,9 @@ class LocalSandbox(SandboxLifecycle):
         full_env = base_env({**self.env, **(env or {})})
         bw = self._spec(network).argv(argv, cwd or self.cwd, full_env)
         drop = os.geteuid() == 0
+        if self.layer is not None and self.root is not None:  # mount the layer, drop to the uid, bwrap
+            bw = rootfs.trial_argv(self.layer / "upper", self.root / "rootfs", self.uid, self.gid) + bw
+            drop = False
         spec = procs.SpawnSpec(
             argv=bw,
             cgroup_procs=self.cgroup.procs_files() if self.cgroup else [],

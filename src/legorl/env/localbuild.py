@@ -39,6 +39,7 @@ class BuildTarget(Protocol):
     cwd: str
     network: bool
     build_cache: bool
+    root_builds: bool  # RUN as root over a copy-on-write host root (legorl.env.layerbuild) when possible
 
     def host_path(self, path: str) -> Path | None: ...
 
@@ -140,6 +141,7 @@ class _Build:
         self.sb, self.path = sb, path
         self.env_dir = path.parent.resolve()
         self.args: dict[str, str] = {}
+        self.shell = ["/bin/sh", "-c"]
         self.cwd = sb.task.workdir
         self.deadline = time.monotonic() + sb.task.build_timeout_sec
 
@@ -181,13 +183,16 @@ class _Build:
             elif kw == "VOLUME":
                 for w in df.words(ins, self.path):
                     self.ensure_dir(ins, self._abs(df.substitute(w, self._vars())))
+            elif kw == "SHELL":
+                self.shell = df.shell_form(ins, self.path)
             elif kw in ("COPY", "ADD"):
                 await asyncio.to_thread(self.copy, ins)
             elif kw == "RUN":
                 await self.run_line(ins)
         self.sb.cwd = self.cwd
 
-    def copy(self, ins: df.Instruction) -> None:
+    def sources(self, ins: df.Instruction) -> tuple[list[Path], str]:
+        """COPY/ADD's files in the build context (checked) and its destination, as written."""
         ws = [df.substitute(w, self._vars()) for w in df.words(ins, self.path)]
         if len(ws) < 2:
             raise self._err(ins, f"{ins.keyword} needs a source and a destination")
@@ -208,6 +213,10 @@ class _Build:
                 files.append(p)
         if not files:
             raise self._err(ins, "no source matched")
+        return files, dst
+
+    def copy(self, ins: df.Instruction) -> None:
+        files, dst = self.sources(ins)
         target = self._abs(dst)
         into_dir = (
             dst.endswith("/")
@@ -239,11 +248,17 @@ class _Build:
             raise self._err(ins, f"build timeout ({self.sb.task.build_timeout_sec:.0f}s) exceeded")
         cmd = df.run_command(ins)
         out, oom = await self.sb.run_argv(
-            ["/bin/sh", "-c", cmd], cwd=self.cwd, env=self.args, timeout=left, network=self.sb.network
+            [*self.shell, cmd], cwd=self.cwd, env=self.args, timeout=left, network=self.sb.network
         )
         if out.exit_code != 0:
             why = "timed out" if out.timed_out else f"exit code {out.exit_code}"
             if oom:
                 why += " (out of memory)"
-            err = tail(out.stderr.decode("utf-8", errors="replace"), 2000)
-            raise SandboxError(f"{self.path}:{ins.lineno}: RUN failed ({why}): {ins.raw.strip()!r}\n{err}")
+            raise run_failed(self.path, ins, why, out)
+
+
+def run_failed(path: Path, ins: df.Instruction, why: str, out: procs.RunOutput) -> SandboxError:
+    """A failed RUN line: the file, line and command, then the last lines of its output."""
+    text = (out.stdout + b"\n" + out.stderr).decode("utf-8", errors="replace").strip()
+    return SandboxError(f"{path}:{ins.lineno}: RUN failed ({why}): {ins.raw.strip()[:300]!r}\n"
+                        f"--- output (tail)\n{tail(text, 1500)}")

@@ -45,6 +45,13 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
 
 
+def _with_tail(exc: BaseException, n: int = 800) -> str:
+    """First line and the end of a multi-line error (a failed build's line and its output's tail)."""
+    lines = str(exc).strip().splitlines()
+    rest = "\n".join(lines[1:])
+    return _short(exc) + (f"\n{rest[-n:]}" if rest else "")
+
+
 class AgentLoopWorker:
     """Runs trials concurrently in one asyncio loop; no Ray, no globals (wrap it in an actor later)."""
 
@@ -131,7 +138,7 @@ class _Trial:
             await asyncio.wait_for(sandbox.start(), limit)
             return sandbox
         except (Exception, TimeoutError) as exc:
-            why = f"sandbox start timed out after {limit:.0f}s" if isinstance(exc, TimeoutError) else _short(exc)
+            why = f"sandbox start timed out after {limit:.0f}s" if isinstance(exc, TimeoutError) else _with_tail(exc)
             self.agent_outcome, self.agent_reason = "env_setup_failed", why
             if sandbox is not None:
                 await self._stop(sandbox)
