@@ -8,7 +8,8 @@ Staleness (async mode): a group's lag is `actor_version - v` where v is the olde
 of any policy token in any of its rollouts. Groups whose lag exceeds `staleness_threshold` are
 dropped whole when the trainer asks for a batch (and counted): dropping whole groups keeps the
 survivors' baselines intact, and measuring at consumption is what bounds the off-policyness the
-update really sees. `staleness_threshold=None` (sync mode) never drops.
+update really sees. `staleness_threshold=None` (sync mode) never drops. Within the bound, a batch takes
+the ready groups with the oldest tokens first, so a group about to cross the bound is trained, not dropped.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ class BatchStats:
             "trajectory_filter/dropped_stale": float(self.dropped_rollouts),
             "fully_async/buffer/stale_groups": float(self.dropped_groups),
         }
+
+
+def _oldest(group: Group) -> float:
+    v = group.oldest_version()
+    return float("inf") if v is None else float(v)
 
 
 class RolloutBuffer:
@@ -112,6 +118,18 @@ class RolloutBuffer:
         self.total_dropped_rollouts += stats.dropped_rollouts
         self._ready = keep
 
+    def _oldest_first(self, n_groups: int) -> list[Group]:
+        """Take the `n_groups` ready groups with the oldest tokens (completion order among equals): a group
+        at the edge of the bound trains now instead of being dropped at the next step."""
+        if self.staleness_threshold is None:  # sync: completion order
+            order = list(range(len(self._ready)))
+        else:
+            order = sorted(range(len(self._ready)), key=lambda i: (_oldest(self._ready[i]), i))
+        take = set(order[:n_groups])
+        groups = [g for i, g in enumerate(self._ready) if i in take]
+        self._ready = [g for i, g in enumerate(self._ready) if i not in take]
+        return groups
+
     async def get_batch(self, n_groups: int, actor_version: int) -> tuple[list[TrialResult], BatchStats]:
         """Wait for `n_groups` complete groups within the staleness bound; their trials, oldest first."""
         stats = BatchStats()
@@ -122,7 +140,7 @@ class RolloutBuffer:
                 if len(self._ready) >= n_groups:
                     break
                 await self._cond.wait()
-            groups, self._ready = self._ready[:n_groups], self._ready[n_groups:]
+            groups = self._oldest_first(n_groups)
         stats.wait_s = time.monotonic() - t0
         results = [r for g in groups for r in g.results]
         for r in results:

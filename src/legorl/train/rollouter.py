@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from legorl.config.sections import RunConfig
 from legorl.train.buffer import BatchStats, RolloutBuffer
@@ -29,6 +30,16 @@ from legorl.train.sampler import TaskSampler
 from legorl.train.steps import trial_specs
 from legorl.trial import TrialResult, TrialSpec
 from legorl.workers.runner import TrialRunner
+
+
+@dataclass
+class _Running:
+    """A group in flight: its task, members finished, and the oldest version any member started under."""
+
+    task: asyncio.Task
+    size: int
+    finished: int = 0
+    first_version: int | None = None
 
 
 class Rollouter:
@@ -48,6 +59,8 @@ class Rollouter:
         self.inflight_trials = 0
         self.trials_done = 0
         self._group_tasks: set[asyncio.Task] = set()
+        self._running: dict[str, _Running] = {}  # groups in flight
+        self.cancelled_groups = 0
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(cfg.rollout.concurrency)
         self._failure: asyncio.Future | None = None  # a crash of a group's runner
@@ -90,18 +103,43 @@ class Rollouter:
         self._started_groups += 1
         self.inflight_trials += n
         t = asyncio.create_task(self._run_group(gid, specs))
+        self._running[gid] = _Running(t, n)
         self._group_tasks.add(t)
         t.add_done_callback(self._group_tasks.discard)
+        t.add_done_callback(lambda _t: self._running.pop(gid, None))
+
+    def cancel_doomed(self, actor_version: int) -> int:
+        """Cancel the groups in flight that can no longer be trained within the bound: a member got its
+        slot (and so generated its first tokens) at a version more than `staleness_threshold` behind the
+        actor, so the whole group would be dropped at consumption anyway. Their slots and admission go to
+        fresh groups now instead of after the slowest member's tail. Returns how many were cancelled."""
+        bound = self.cfg.async_training.staleness_threshold
+        doomed = [g for g in self._running.values()
+                  if g.first_version is not None and actor_version - g.first_version > bound
+                  and g.finished < g.size and not g.task.done()]
+        for g in doomed:
+            g.task.cancel()
+            self.inflight_trials -= g.size - g.finished
+            self._dropped_groups += 1  # its admission goes to a new group
+            self.cancelled_groups += 1
+        if doomed:
+            self._wake.set()
+        return len(doomed)
 
     async def _run_group(self, gid: str, specs: list[TrialSpec]) -> None:
+        group = self._running[gid]
+
         async def done(res: TrialResult) -> None:
             self.inflight_trials -= 1
             self.trials_done += 1
+            group.finished += 1
             self._wake.set()
             await self.buffer.add(res)
 
         async def one(spec: TrialSpec) -> None:
             async with self._slots:  # one slot per trial: a finished trial frees its slot at once
+                v = self.served_version()
+                group.first_version = v if group.first_version is None else min(group.first_version, v)
                 await self.runner.run([spec], self.cfg.rollout.temperature, done)
 
         try:
@@ -116,6 +154,7 @@ class Rollouter:
     async def next_batch(self, actor_version: int) -> tuple[list[TrialResult], BatchStats]:
         """The buffer's next `train_batch_size` groups; a crash in the rollouter surfaces here."""
         assert self._failure is not None and self._producer is not None, "call start() first"
+        self.cancel_doomed(actor_version)
         get = asyncio.ensure_future(self.buffer.get_batch(self.cfg.trainer.train_batch_size, actor_version))
         await asyncio.wait({get, self._producer, self._failure}, return_when=asyncio.FIRST_COMPLETED)
         if not get.done():
@@ -136,6 +175,7 @@ class Rollouter:
             "fully_async/rollouter/inflight_trials": float(self.inflight_trials),
             "fully_async/rollouter/ready_groups": float(self.buffer.ready_groups),
             "fully_async/rollouter/trials_done": float(self.trials_done),
+            "fully_async/rollouter/cancelled_stale_groups": float(self.cancelled_groups),
         }
 
     async def stop(self) -> None:
