@@ -1,13 +1,25 @@
-"""Sync vs fully-async training on tasks whose tools and verifier take real time.
+"""Sync vs one-step-off vs fully-async (+ partial rollout) on a long-tail agentic workload, side by side.
 
-    .venv/bin/python bench/async.py [--steps 5] [--model tiny-llama] [--staleness 1]
+    .venv/bin/python bench/async.py [--model smollm2-135m-instruct] [--steps 4] [--batch 2] [--n 4]
 
-Tasks are made in a temp dir: each `tests/test.sh` sleeps 1-3 s and scores a coin flip (mixed GRPO
-groups); the scaffold (`bench/_sleepy_scaffold.py`) makes two model calls, each followed by a
-sandbox command that sleeps 0.3-1.5 s (`--long-s` 5 s with probability `--p-long` 0.15). Both modes run the same config
-(batch, group size, concurrency) one after the other in this process and report trials trained per
-hour (over the whole run, and after the first batch, which both modes wait for in full) and the
-trainer's idle ratio (time waiting for rollouts / loop time).
+The workload (`bench/_sleepy_scaffold.py`): each trial draws its tool latency L from a seeded lognormal
+(median 2 s, p99 = 10 x median) and makes `--turns` real generations on the embedded engine, each
+but the last followed by a sandbox command that takes L; the verifier scores a coin flip. The three
+modes run the same config (batch, group size, `rollout.concurrency`, model) one after the other in
+this process, each drawing the same seeded latencies in trial start order:
+
+- sync: roll out a batch, wait for its slowest trial, update, push weights;
+- one-step-off: batches start as a whole (`async_training.rollout_waves`), the next one while the
+  trainer updates on the previous one (staleness 1, no partial rollout): verl's one-step-off pipeline;
+- fully-async: trials stream under `rollout.concurrency`, a weight sync aborts and resumes
+  generations (partial rollout), staleness bound `--staleness`.
+
+Per mode: trained trials per hour (whole run, and after the first step), step time, trainer idle
+(waiting for rollouts / loop time), engine idle (share of 0.1 s samples with no request running or
+waiting), the staleness histogram of trained trials, stale drops. It also prints the speed-up the
+workload allows: R = mean trial time, T = trainer time per step, tail = sync rollout time / R:
+(R + T) / max(R, T) x tail (the issue's form) and (tail R + T) / max(R, T) (sync step over the ideal
+overlapped step). Both assume the trainer and the engine do not share cores: here they share two.
 """
 
 from __future__ import annotations
@@ -18,24 +30,12 @@ import json
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-TEST_SH = """#!/bin/bash
-mkdir -p /logs/verifier
-sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 1 + 2 * r / 32767 }')"
-echo $((RANDOM % 2)) > /logs/verifier/reward.txt
-"""
-
-TASK_TOML = """schema_version = "1.4"
-[verifier]
-timeout_sec = 30.0
-[agent]
-timeout_sec = 120.0
-[environment]
-workdir = "/app"
-"""
+from _sleepy_scaffold import lognormal_sigma, make_tasks, reset_streams
 
 CONFIG = """
 [run]
@@ -47,14 +47,14 @@ path = "{model}"
 train = "{tasks}"
 val_fraction = 0.0
 [rollout]
-max_turns = 2
-max_response_len = 16
+max_turns = {turns}
+max_response_len = {tokens}
 concurrency = {concurrency}
 [agent]
 name = "_sleepy_scaffold:SleepyScaffold"
-kwargs = {{long_s = {long_s}, p_long = {p_long}}}
+kwargs = {{turns = {turns}, median_s = {median}, p99_factor = {p99}, seed = {seed}, stream = "bench"}}
 [serving]
-kv_budget_tokens = 8192
+kv_budget_tokens = 16384
 [async_training]
 enabled = {enabled}
 {async_keys}
@@ -64,85 +64,161 @@ entropy_coef = 0.01
 [trainer]
 train_batch_size = {batch}
 total_steps = {steps}
-lr = 1e-4
+micro_batch_size = 4
+lr = 1e-5
 """
 
-
-def make_tasks(root: Path, count: int) -> Path:
-    for i in range(count):
-        d = root / f"sleepy-{i}"
-        (d / "environment").mkdir(parents=True)
-        (d / "tests").mkdir()
-        (d / "environment" / "README").write_text("nothing to do\n")
-        (d / "task.toml").write_text(TASK_TOML)
-        (d / "instruction.md").write_text(f"Task {i}: print the numbers 1 to {i + 3}.\n")
-        (d / "tests" / "test.sh").write_text(TEST_SH)
-        (d / "tests" / "test.sh").chmod(0o755)
-    return root
+MODES = {
+    "sync": "",
+    "one-step-off": "staleness_threshold = 1\npartial_rollout = false\nrollout_waves = true",
+    "fully-async": "staleness_threshold = {staleness}\npartial_rollout = true",
+}
 
 
-async def run_mode(mode: str, args: argparse.Namespace, tasks: Path, out: Path) -> dict[str, float]:
+class EngineIdle:
+    """Samples the engines every 0.1 s: the share of samples where none has a request running or waiting."""
+
+    def __init__(self) -> None:
+        self.engines: list = []
+        self.busy = self.total = 0
+        self._task: asyncio.Task | None = None
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            if self.engines:
+                stats = [e.stats() for e in self.engines]
+                self.total += 1
+                self.busy += any(s.running or s.waiting for s in stats)
+
+    def start(self, engines) -> None:
+        self.engines = list(engines)
+        self._task = asyncio.create_task(self._poll())
+
+    def stop(self) -> float:
+        if self._task is not None:
+            self._task.cancel()
+        return 1.0 - self.busy / max(self.total, 1)
+
+
+async def run_mode(mode: str, args: argparse.Namespace, tasks: Path, out: Path) -> dict:
     from legorl.config import load_config
     from legorl.models import prepare_model
-    from legorl.train.loop import train
+    from legorl.train import loop
 
-    keys = f"staleness_threshold = {args.staleness}" if mode == "async" else ""
+    keys = MODES[mode].format(staleness=args.staleness)
     path = out / f"{mode}.toml"
-    path.write_text(CONFIG.format(mode=mode, out=out / "runs", model=prepare_model(args.model), tasks=tasks,
-                                  concurrency=args.batch * args.n, async_keys=keys,
-                                  enabled=str(mode == "async").lower(), n=args.n, batch=args.batch,
-                                  steps=args.steps, long_s=args.long_s, p_long=args.p_long))
+    path.write_text(CONFIG.format(
+        mode=mode, out=out / "runs", model=prepare_model(args.model), tasks=tasks, turns=args.turns,
+        tokens=args.tokens, concurrency=args.concurrency or (args.staleness + 1) * args.batch * args.n,
+        median=args.median_s, p99=args.p99_factor, seed=args.seed, enabled=str(mode != "sync").lower(),
+        async_keys=keys, n=args.n, batch=args.batch, steps=args.steps))
     cfg = load_config(path)
-    t0 = time.perf_counter()
-    hist = await train(cfg, on_line=lambda line: print(f"  [{mode}] {line[:150]}"), progress=False)
-    total = time.perf_counter() - t0
+    reset_streams()  # every mode draws the same latencies, in trial start order
+    idle = EngineIdle()
+    lags: list[int] = []
+    updates = [0]
+    orig_start, orig_learn = loop.start_runtime, loop.learn
+
+    async def start_runtime(cfg, run_dir):
+        rt = await orig_start(cfg, run_dir)
+        idle.start(rt.engines)
+        return rt
+
+    def learn(trainer, kept):
+        lags.extend(updates[0] - min(vs) for vs in (r.policy_versions() for r in kept) if vs)
+        updates[0] += 1
+        return orig_learn(trainer, kept)
+
+    loop.start_runtime, loop.learn = start_runtime, learn
+    try:
+        hist = await loop.train(cfg, on_line=lambda line: print(f"  [{mode}] {line[:160]}", flush=True),
+                                progress=False)
+    finally:
+        loop.start_runtime, loop.learn = orig_start, orig_learn
+    engine_idle = idle.stop()
     if mode == "sync":
-        wall = sum(h["timing/step_s"] for h in hist)
-        idle = sum(h["timing/rollout_s"] for h in hist)
-        after_first = wall - hist[0]["timing/step_s"]
+        ends = list(_cumsum(h["timing/step_s"] for h in hist))
+        trainer_idle = sum(h["timing/rollout_s"] for h in hist) / ends[-1]
     else:
-        wall = hist[-1]["timing/wall_s"]
-        idle = sum(h["fully_async/trainer/idle_s"] for h in hist)
-        after_first = wall - hist[0]["timing/wall_s"]
-    trained = args.steps * args.batch * args.n
+        ends = [h["timing/wall_s"] for h in hist]
+        trainer_idle = sum(h["fully_async/trainer/idle_s"] for h in hist) / ends[-1]
+    per_step = args.batch * args.n
     timings = [json.loads(f.read_text()).get("timings", {}) for f in (out / "runs" / mode).rglob("result.json")]
-    mean = {k: sum(t.get(k, 0.0) for t in timings) / max(len(timings), 1)
-            for k in ("total", "sandbox_start", "agent", "verify")}
-    steady = (args.steps - 1) * args.batch * args.n / max(after_first, 1e-9) * 3600  # without the first batch
-    return {"wall_s": wall, "total_s": total, "trials_per_hour": trained / wall * 3600, "idle_ratio": idle / wall,
-            "steady_trials_per_hour": steady,
-            "dropped_stale": sum(h.get("trajectory_filter/dropped_stale", 0.0) for h in hist),
-            "staleness_mean": sum(h.get("fully_async/staleness/mean", 0.0) for h in hist) / len(hist),
-            "partial_ratio": sum(h.get("fully_async/partial/partial_ratio", 0.0) for h in hist) / len(hist),
-            "trials_run": float(len(timings)), **{f"trial_{k}_s": v for k, v in mean.items()},
-            "train_s": sum(h.get("timing/update_s", 0.0) + h.get("timing/old_logprob_s", 0.0) for h in hist)}
+    train_s = [h.get("timing/update_s", 0.0) + h.get("timing/old_logprob_s", 0.0) + h.get("timing/weight_sync_s", 0.0)
+               for h in hist]
+    return {
+        "trials_per_hour": len(hist) * per_step / ends[-1] * 3600,
+        "after_first_per_hour": (len(hist) - 1) * per_step / max(ends[-1] - ends[0], 1e-9) * 3600,
+        "step_s": ends[-1] / len(hist),
+        "trainer_idle": trainer_idle,
+        "engine_idle": engine_idle,
+        "train_s_per_step": sum(train_s) / len(train_s),
+        "rollout_s_per_step": sum(h.get("timing/rollout_s", 0.0) for h in hist) / len(hist),
+        "trial_mean_s": sum(t.get("total", 0.0) for t in timings) / max(len(timings), 1),
+        "trials_started": float(len(timings)),
+        "dropped_stale": sum(h.get("trajectory_filter/dropped_stale", 0.0) for h in hist),
+        "cancelled_groups": hist[-1].get("fully_async/rollouter/cancelled_stale_groups", 0.0),
+        "partial_ratio": sum(h.get("fully_async/partial/partial_ratio", 0.0) for h in hist) / len(hist),
+        "lags": lags,
+    }
+
+
+def _cumsum(xs):
+    total = 0.0
+    for x in xs:
+        total += x
+        yield total
 
 
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="tiny-llama")
-    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--model", default="smollm2-135m-instruct")
+    ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--batch", type=int, default=2, help="tasks (groups) per step")
     ap.add_argument("--n", type=int, default=4, help="attempts per task")
-    ap.add_argument("--staleness", type=int, default=1)
-    ap.add_argument("--long-s", type=float, default=5.0, help="a slow tool call's sleep")
-    ap.add_argument("--p-long", type=float, default=0.15, help="chance that a tool call is slow")
+    ap.add_argument("--turns", type=int, default=3, help="generations per trial (a tool call between two)")
+    ap.add_argument("--tokens", type=int, default=12, help="max new tokens per generation")
+    ap.add_argument("--staleness", type=int, default=1, help="fully-async staleness bound")
+    ap.add_argument("--concurrency", type=int, default=0, help="trials in flight; 0: (staleness+1) x batch x n")
+    ap.add_argument("--median-s", type=float, default=2.0)
+    ap.add_argument("--p99-factor", type=float, default=10.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--modes", default="sync,one-step-off,fully-async")
     args = ap.parse_args()
+    modes = args.modes.split(",")
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="legorl-bench-async-") as tmp:
         root = Path(tmp)
-        tasks = make_tasks(root / "tasks", 6)
-        res = {m: await run_mode(m, args, tasks, root) for m in ("sync", "async")}
-    s, a = res["sync"], res["async"]
-    print(f"\n{args.steps} steps x {args.batch} tasks x {args.n} attempts, concurrency {args.batch * args.n}, "
-          f"model {args.model}, async staleness_threshold={args.staleness}, slow tool call {args.long_s:g} s "
-          f"with p={args.p_long:g}")
-    print(f"{'':16}{'sync':>12}{'async':>12}")
-    for k in ("wall_s", "trials_per_hour", "steady_trials_per_hour", "idle_ratio", "train_s", "staleness_mean", "partial_ratio",
-              "dropped_stale", "trials_run", "trial_total_s", "trial_sandbox_start_s", "trial_agent_s",
-              "trial_verify_s"):
-        print(f"{k:16}{s[k]:12.2f}{a[k]:12.2f}")
-    print(f"async / sync trials per hour: {a['trials_per_hour'] / s['trials_per_hour']:.2f}x "
-          f"(after the first batch: {a['steady_trials_per_hour'] / s['steady_trials_per_hour']:.2f}x)")
+        tasks = make_tasks(root / "tasks", 8)
+        res = {m: await run_mode(m, args, tasks, root) for m in modes}
+    print(f"\n{args.steps} steps x {args.batch} tasks x {args.n} attempts, {args.turns} turns x <= {args.tokens} "
+          f"tokens, model {args.model}, concurrency {args.concurrency or (args.staleness + 1) * args.batch * args.n}, "
+          f"tool latency lognormal median {args.median_s:g} s sigma {lognormal_sigma(args.p99_factor):.3f} "
+          f"(p99 {args.p99_factor:g}x median), seed {args.seed}, fully-async staleness {args.staleness}; "
+          f"bench wall {time.perf_counter() - t0:.0f} s")
+    keys = ("trials_per_hour", "after_first_per_hour", "step_s", "trainer_idle", "engine_idle", "train_s_per_step",
+            "rollout_s_per_step", "trial_mean_s", "trials_started", "dropped_stale", "cancelled_groups", "partial_ratio")
+    print(f"{'':22}" + "".join(f"{m:>14}" for m in modes))
+    for k in keys:
+        print(f"{k:22}" + "".join(f"{res[m][k]:14.2f}" for m in modes))
+    print(f"{'staleness histogram':22}" + "".join(f"{_hist(res[m]['lags']):>14}" for m in modes))
+    if "sync" in res:
+        s = res["sync"]
+        r, t = s["trial_mean_s"], s["train_s_per_step"]
+        tail = s["rollout_s_per_step"] / max(r, 1e-9)
+        print(f"workload limit: R={r:.1f} s (mean trial), T={t:.1f} s (train+sync per step), tail={tail:.2f} "
+              f"(sync rollout / R): (R+T)/max(R,T) x tail = {(r + t) / max(r, t) * tail:.2f}x; "
+              f"(tail R + T)/max(R,T) = {(tail * r + t) / max(r, t):.2f}x")
+        for m in modes[1:] if modes[0] == "sync" else []:
+            a = res[m]
+            print(f"{m} / sync trials per hour: {a['trials_per_hour'] / s['trials_per_hour']:.2f}x "
+                  f"(after the first step: {a['after_first_per_hour'] / s['after_first_per_hour']:.2f}x)")
+
+
+def _hist(lags: list[int]) -> str:
+    c = Counter(lags)
+    return " ".join(f"{k}:{c[k]}" for k in sorted(c)) or "-"
 
 
 if __name__ == "__main__":
