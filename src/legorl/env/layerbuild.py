@@ -38,7 +38,7 @@ class _LayerBuild(_Build):
     def __init__(self, sb: BuildTarget, path: Path, layer: Path) -> None:
         super().__init__(sb, path)
         self.layer, self.upper = layer, layer / "upper"
-        self.env: dict[str, str] = dict(sb.task.environment_env)
+        self.env: dict[str, str] = {}  # ENV lines only: task.toml's env tables are the trial's, not the layer's
         self.user: str | None = None
         self.writable: list[str] = [sb.task.workdir]
         self.notes: list[str] = []

@@ -82,9 +82,11 @@ class LocalSandbox(SandboxLifecycle):
         self.binds: dict[str, Path] = {}
         self.ro_binds: dict[str, Path] = {}
         self.env: dict[str, str] = dict(task.environment_env)  # + the Dockerfile's ENV lines
-        if task.agent_user:
-            self.env.update(USER=task.agent_user, LOGNAME=task.agent_user)
         self.cwd = task.workdir
+        self._network_fixed = network is not None  # an explicit option wins over the task's phases
+        self.phase = "agent"
+        self._phase_env: dict[str, str] = dict(task.agent_env)  # [agent].env while the agent runs
+        self.notes: list[str] = []  # what the task asked that this backend approximates
         self.cgroup: TrialCgroup | None = None
         self.limits_note = ""  # what isolation is missing on this host, empty when complete
         self._live: set[int] = set()
@@ -146,6 +148,7 @@ class LocalSandbox(SandboxLifecycle):
             SANDBOX_HOME: "home",
             "/logs/agent": "logs/agent",
             "/logs/verifier": "logs/verifier",
+            "/logs/artifacts": "logs/artifacts",
         }
         for dst, sub in layout.items():
             host = self.root / sub
@@ -165,6 +168,7 @@ class LocalSandbox(SandboxLifecycle):
         assert self.root is not None
         etc = self.layer / "upper" / "etc" if self.layer and (self.layer / "upper/etc/passwd").is_file() else None
         name = name or self.task.agent_user or "agent"
+        name = "agent" if name in ("root", "0") else name  # the trial is never root: keep our own name
         passwd, group = passwd_files(self.uid, self.gid, etc or Path("/etc"), name)
         for f, text in (("passwd", passwd), ("group", group)):
             (self.root / "etc" / f).write_text(text)
@@ -232,6 +236,23 @@ class LocalSandbox(SandboxLifecycle):
         self._started = False
 
 
+    async def enter_phase(self, phase: str) -> None:
+        """Harbor's per-phase settings: the phase's network ("allowlist" cannot be enforced here:
+        no network, said in `notes`) and the user name its uid carries."""
+        net = self.task.verifier_network if phase == "verifier" else self.task.agent_network
+        if not self._network_fixed:
+            self.network = net.public
+            if net.mode == "allowlist":
+                note = (f"{phase}: network_mode allowlist ({', '.join(net.allowed_hosts)}) is not enforceable "
+                        "by the local backend: ran without network")
+                if note not in self.notes:
+                    self.notes.append(note)
+        user = self.task.verifier_user if phase == "verifier" else self.task.agent_user
+        if user != (self.task.verifier_user if self.phase == "verifier" else self.task.agent_user):
+            await asyncio.to_thread(self._write_passwd, user if user not in (None, "root", "0") else "agent")
+        self.phase = phase
+        self._phase_env = dict(self.task.agent_env) if phase == "agent" else {}
+
     # ---- running commands ------------------------------------------------------------------------
 
     def _spec(self, network: bool | None = None) -> BwrapSpec:
@@ -260,7 +281,9 @@ class LocalSandbox(SandboxLifecycle):
         """Runs argv inside the sandbox; returns the raw output and whether the OOM killer fired."""
         if not self._started or self.root is None:
             raise SandboxError("sandbox is not started")
-        full_env = base_env({**self.env, **(env or {})})
+        user = self.task.verifier_user if self.phase == "verifier" else self.task.agent_user
+        named = {"USER": user, "LOGNAME": user} if user and user not in ("root", "0") else {}
+        full_env = base_env({**named, **self.env, **self._phase_env, **(env or {})})
         bw = self._spec(network).argv(argv, cwd or self.cwd, full_env)
         drop = os.geteuid() == 0
         if self.layer is not None and self.root is not None:  # mount the layer, drop to the uid, bwrap
@@ -391,6 +414,7 @@ class LocalSandbox(SandboxLifecycle):
             "network": self.network,
             "cgroups": sorted(self.cgroup.dirs) if self.cgroup else [],
             "missing": self.limits_note,
+            "notes": list(self.notes) + list(self.build.get("notes", [])),
             "root": str(self.root) if self.root else None,
         }
 

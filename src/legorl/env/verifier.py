@@ -27,6 +27,7 @@ from typing import Any, Literal
 from legorl.env import guards
 from legorl.env.base import ExecResult, Sandbox
 from legorl.env.output import tail
+from legorl.env.phases import enter_phase
 from legorl.tasks.model import Task
 
 Outcome = Literal["ok", "verifier_error"]
@@ -151,7 +152,9 @@ async def verify(
             expected, await guards.hash_tree(sandbox, guards.TESTS_DIR), "/tests at mount"
         )
     limit = task.verifier_timeout_sec if timeout is None else timeout
-    run = await sandbox.exec("bash /tests/test.sh", timeout=limit)  # from the workdir, as Harbor
+    await enter_phase(sandbox, "verifier")  # the verifier's network and user
+    # from the workdir, as Harbor; [verifier].env (and [verifier.environment].env) for test.sh only
+    run = await sandbox.exec("bash /tests/test.sh", timeout=limit, env=dict(task.verifier_env) or None)
     res = VerifyResult(
         reward=None,
         stdout_tail=tail(run.stdout),
@@ -204,8 +207,9 @@ async def run_oracle(sandbox: Sandbox, task: Task, timeout: float | None = None)
         raise FileNotFoundError(f"{task.solution_dir}/solve.sh not found")
     await _mount(sandbox, task.solution_dir, "/solution", "mount_solution")
     limit = task.agent_timeout_sec if timeout is None else timeout
+    await enter_phase(sandbox, "solution")
     try:
-        return await sandbox.exec("bash /solution/solve.sh", timeout=limit)
+        return await sandbox.exec("bash /solution/solve.sh", timeout=limit, env=dict(task.solution_env) or None)
     finally:
         await _hide(sandbox, "/solution")
 

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from legorl.agents.base import Scaffold, ScaffoldLimits, ScaffoldResult, load_scaffold
-from legorl.env import SandboxError, make_sandbox, verify
+from legorl.env import SandboxError, make_sandbox, phases, verify
 from legorl.env.base import Sandbox
 from legorl.env.verifier import VerifyResult
 from legorl.proxy.record import SessionRecord
@@ -120,6 +120,7 @@ class _Trial:
                     try:
                         await self._agent_phase(sandbox, tdir)
                         await self._verify_phase(sandbox, tdir)
+                        await self._collect(sandbox, tdir)
                     finally:
                         await self._stop(sandbox)
                     result = self._result(tdir, t_start)
@@ -136,6 +137,9 @@ class _Trial:
         try:
             sandbox = self.w._make_sandbox(self.task, backend=self.cfg.backend, **self.cfg.sandbox_opts)
             await asyncio.wait_for(sandbox.start(), limit)
+            if self.task.healthcheck is not None:  # Harbor: healthy before the agent starts
+                self.meta["healthcheck_attempts"] = await phases.healthcheck(sandbox, self.task)
+            await phases.enter_phase(sandbox, "agent")
             return sandbox
         except (Exception, TimeoutError) as exc:
             why = f"sandbox start timed out after {limit:.0f}s" if isinstance(exc, TimeoutError) else _with_tail(exc)
@@ -145,6 +149,21 @@ class _Trial:
             return None
         finally:
             self._timed("sandbox_start", t0)
+
+    async def _collect(self, sandbox: Sandbox, tdir: TrialDir) -> None:
+        """/logs/* and the task's artifacts into the trial dir; what the backend approximated into meta."""
+        describe = getattr(sandbox, "describe", None)
+        notes = describe().get("notes") if describe else None
+        if notes:
+            self.meta["environment_notes"] = notes
+        if not tdir.persistent:
+            return
+        try:
+            missing = await phases.collect(sandbox, self.task, tdir.path)
+        except Exception as exc:  # collecting never changes the trial's outcome
+            missing = [_short(exc)]
+        if missing:
+            self.meta["artifacts_missing"] = missing
 
     async def _stop(self, sandbox: Sandbox) -> None:
         t0 = time.monotonic()
