@@ -175,6 +175,12 @@ class ServingSection(Section):
     """LRU bound on session pins."""
     threads_per_replica: int | None = Field(None, ge=1)
     """Torch threads per replica. None: cores // n_replicas (at least 1)."""
+    device: str = "auto"
+    """Embedded engine: where the model and its KV cache live: `auto` (CUDA when present, else CPU), `cpu`,
+    `cuda` or `cuda:N`. Sampling runs on the CPU either way."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Embedded engine: model and KV precision. Match `trainer.dtype` (preflight warns on a mismatch); on CPU
+    bf16 is slower than fp32."""
     scheduler: SchedulerSection = SchedulerSection()
     """The session-level admission gate."""
     vllm: VLLMSection = VLLMSection()

@@ -19,6 +19,7 @@ from legorl.config import ConfigError, RunConfig
 from legorl.ops import hardware
 from legorl.ops.checks import CheckResult, fatal, format_results, ok, print_results, skip, warn
 from legorl.ops.preflight_model import check_model_path, check_r3, check_tool_parser, model_dir_for
+from legorl.ops.preflight_trainer import check_precision, check_trainer_layout
 
 __all__ = ["CheckResult", "format_results", "print_results", "run_preflight", "run_preflight_dict"]
 
@@ -313,6 +314,8 @@ def run_preflight(cfg: RunConfig | dict[str, Any], structure_only: bool = False,
         ("r3", lambda: check_r3(cfg, model_dir, so)),
         ("topology", lambda: check_topology(cfg, so)),
         ("sandbox", lambda: check_sandbox(cfg, so)),
+        ("trainer", lambda: check_trainer_layout(cfg)),
+        ("precision", lambda: check_precision(cfg)),
         ("pitfall", lambda: check_pitfalls(cfg)),
     ]
     for name, fn in checks:

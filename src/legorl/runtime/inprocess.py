@@ -42,7 +42,7 @@ def engine_spec(cfg: RunConfig, model_dir: Path, run_dir: RunDir | None = None) 
         kv_budget_tokens=serving.kv_budget_tokens, max_model_len=rollout.max_prompt_len + rollout.max_response_len,
         max_num_seqs=max(rollout.concurrency, 1), seed=cfg.run.seed, placement=serving.placement,
         threads_per_replica=serving.threads_per_replica, return_routed_experts=r3, vllm=serving.vllm,
-        work_dir=run_dir.vllm if run_dir is not None else None,
+        work_dir=run_dir.vllm if run_dir is not None else None, device=serving.device, dtype=serving.dtype,
     )
 
 

@@ -34,6 +34,8 @@ class EngineSpec:
     return_routed_experts: bool = False  # vLLM: send the routed experts back (R3)
     vllm: VLLMSection = field(default_factory=VLLMSection)
     work_dir: Path | None = None  # vLLM: one replica<i>/ each for logs and caches
+    device: str = "cpu"  # embedded: `auto` (CUDA when present), `cpu`, `cuda[:N]`
+    dtype: Literal["float32", "bfloat16"] = "float32"  # embedded: the model's and the KV cache's dtype
 
     def __post_init__(self) -> None:
         if self.kind not in ENGINE_KINDS:
@@ -49,7 +51,11 @@ async def start_engines(spec: EngineSpec) -> list[Engine]:
     """Start `spec.n_replicas` replicas; on a failure the ones already started are closed."""
     if spec.kind == "vllm":
         return await _start_vllm(spec)
-    kwargs: dict = dict(kv_budget_tokens=spec.kv_budget_tokens, max_model_len=spec.max_model_len, seed=spec.seed)
+    import torch
+
+    device = spec.device if spec.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    kwargs: dict = dict(kv_budget_tokens=spec.kv_budget_tokens, max_model_len=spec.max_model_len, seed=spec.seed,
+                        device=device, dtype=getattr(torch, spec.dtype))
     if spec.max_num_seqs:
         kwargs["max_num_seqs"] = spec.max_num_seqs
     if spec.n_replicas == 1 and spec.placement == "thread":

@@ -41,6 +41,7 @@ class BlockPool:
         head_dim: int,
         dtype: torch.dtype = torch.float32,
         routing_shape: tuple[int, int] | None = None,
+        device: torch.device | str = "cpu",
     ):
         if num_blocks < 2:
             raise ValueError(f"KV budget too small: {num_blocks} blocks of {block_size} tokens")
@@ -48,8 +49,8 @@ class BlockPool:
         self.block_size = block_size
         self.pad_slot = num_blocks * block_size
         shape = (num_layers, self.pad_slot + 1, kv_heads, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype)
-        self.v = torch.zeros(shape, dtype=dtype)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)  # KV lives with the model
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
         # routed experts per slot [slots, moe_layers, top_k] (MoE only), so cached prefixes keep theirs
         self.routing = (
             torch.full((self.pad_slot, *routing_shape), -1, dtype=torch.int16) if routing_shape else None
@@ -142,5 +143,6 @@ class BlockPool:
 
     def write(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """k, v: [layers, n, kv_heads, head_dim] for the n slots."""
+        slots = slots.to(self.k.device)
         self.k[:, slots] = k
         self.v[:, slots] = v

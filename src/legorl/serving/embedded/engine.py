@@ -26,7 +26,7 @@ import torch
 from legorl.models.moe import RoutingRecorder
 from legorl.serving.embedded.blocks import BlockPool, chain_hashes
 from legorl.serving.embedded.omp import release_idle_workers
-from legorl.serving.embedded.runner import ModelRunner, probe_kv_dims
+from legorl.serving.embedded.runner import ModelRunner, model_device, probe_kv_dims
 from legorl.serving.embedded.sampler import sample_rows
 from legorl.serving.embedded.sequence import Sequence
 from legorl.serving.types import (
@@ -83,7 +83,7 @@ class EmbeddedEngine:
         routing_shape = (len(self.recorder.routers), self.recorder.top_k) if self.recorder.enabled else None
         self.pool = BlockPool(
             max(kv_budget_tokens // block_size, 2), block_size, dims.layers, dims.kv_heads, dims.head_dim,
-            dims.dtype, routing_shape,
+            dims.dtype, routing_shape, device=model_device(model),
         )
         self.runner = ModelRunner(model, self.pool, self.recorder, prefill_chunk)
         self._seed = seed
@@ -109,15 +109,16 @@ class EmbeddedEngine:
             release_idle_workers()
 
     @classmethod
-    def from_pretrained(cls, spec: str | Path, dtype: torch.dtype = torch.float32, **kwargs: Any) -> EmbeddedEngine:
-        """Load a model by store name or local HF directory (default fp32: on CPU bf16 is ~4x slower and
-        shifts logprobs; bf16 is useful to reproduce a GPU engine's rollout/trainer mismatch)."""
+    def from_pretrained(cls, spec: str | Path, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+                        **kwargs: Any) -> EmbeddedEngine:
+        """Load a model by store name or local HF directory onto `device` (its KV pool goes there too;
+        default fp32: on CPU bf16 is ~4x slower and shifts logprobs; bf16 is a GPU engine's precision)."""
         from transformers import AutoModelForCausalLM
 
         from legorl.models.store import resolve_model
 
         path = resolve_model(spec)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
         kwargs.setdefault("name", path.name)
         return cls(model, **kwargs)
 

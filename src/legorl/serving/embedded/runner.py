@@ -25,11 +25,15 @@ class KVDims:
     dtype: torch.dtype
 
 
+def model_device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
 @torch.no_grad()
 def probe_kv_dims(model) -> KVDims:
     """Read the KV layout from one tiny forward (robust to GQA, head_dim overrides, etc.)."""
     cache = DynamicCache()
-    model(input_ids=torch.tensor([[0]]), cache=cache, use_cache=True)
+    model(input_ids=torch.tensor([[0]], device=model_device(model)), cache=cache, use_cache=True)
     k = cache.layers[0].keys
     return KVDims(len(cache.layers), k.shape[1], k.shape[3], k.dtype)
 
@@ -37,6 +41,7 @@ def probe_kv_dims(model) -> KVDims:
 class ModelRunner:
     def __init__(self, model, pool: BlockPool, recorder: RoutingRecorder, prefill_chunk: int = 512):
         self.model = model
+        self.device = model_device(model)  # inputs go here; block tables and sampling stay on the CPU
         self.pool = pool
         self.recorder = recorder
         self.prefill_chunk = prefill_chunk
@@ -57,11 +62,11 @@ class ModelRunner:
             if n:
                 idx[i, t_max - n :] = pool.slots(blocks, 0, n)
                 mask[i, t_max - n :] = 1
-        flat = idx.reshape(-1)
+        flat = idx.reshape(-1).to(pool.k.device)
         k = pool.k[:, flat].view(pool.k.shape[0], len(rows), t_max, *pool.k.shape[2:]).transpose(2, 3)
         v = pool.v[:, flat].view(pool.v.shape[0], len(rows), t_max, *pool.v.shape[2:]).transpose(2, 3)
         cache = DynamicCache(ddp_cache_data=[(k[i].contiguous(), v[i].contiguous()) for i in range(k.shape[0])])
-        return cache, mask
+        return cache, mask.to(self.device)
 
     def _scatter_last(self, cache: DynamicCache, n_new: int, slots: torch.Tensor, row: int | None = None) -> None:
         """Write the last `n_new` positions of the cache (all rows, or one row) into `slots`."""
@@ -89,8 +94,8 @@ class ModelRunner:
         for c0 in range(start, len(tokens), self.prefill_chunk):
             c1 = min(c0 + self.prefill_chunk, len(tokens))
             out = self.model(
-                input_ids=torch.tensor([tokens[c0:c1]]),
-                position_ids=torch.arange(c0, c1).unsqueeze(0),
+                input_ids=torch.tensor([tokens[c0:c1]], device=self.device),
+                position_ids=torch.arange(c0, c1, device=self.device).unsqueeze(0),
                 cache=cache,
                 use_cache=True,
                 logits_to_keep=1,
@@ -101,7 +106,7 @@ class ModelRunner:
                 routing.append(r)
             logits = out.logits[0, -1]
         assert logits is not None
-        return logits, (torch.cat(routing) if routing else None)
+        return _host(logits), (_host(torch.cat(routing)) if routing else None)
 
     @torch.no_grad()
     def decode(
@@ -118,10 +123,10 @@ class ModelRunner:
         else:
             cache, mask = self._gather([(b, n) for _, b, n, _ in rows])
         assert mask is not None
-        mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype)], dim=1)
+        mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=mask.device)], dim=1)
         out = self.model(
-            input_ids=torch.tensor([[t] for *_, t in rows]),
-            position_ids=torch.tensor([[n] for _, _, n, _ in rows]),
+            input_ids=torch.tensor([[t] for *_, t in rows], device=self.device),
+            position_ids=torch.tensor([[n] for _, _, n, _ in rows], device=self.device),
             attention_mask=mask,
             cache=cache,
             use_cache=True,
@@ -129,15 +134,21 @@ class ModelRunner:
         slots = torch.cat([self.pool.slots(b, n, n + 1) for _, b, n, _ in rows])
         self._scatter_last(cache, 1, slots)
         self._batch, self._cache, self._mask = key, cache, mask
-        return out.logits[:, -1], self.recorder.take()
+        routing = self.recorder.take()
+        return _host(out.logits[:, -1]), (_host(routing) if routing is not None else None)
 
     @torch.no_grad()
     def full_logprobs(self, tokens: list[int], temperature: float) -> list[float | None]:
         """Teacher-forced log p(tokens[i] | tokens[:i]) without touching the pool."""
-        ids = torch.tensor([tokens])
+        ids = torch.tensor([tokens], device=self.device)
         logits = self.model(input_ids=ids, use_cache=False).logits[0, :-1].float()
         self.recorder.take()
         if temperature > 0:
             logits = logits / temperature
         lp = torch.log_softmax(logits, dim=-1).gather(1, ids[0, 1:, None])[:, 0]
-        return [None, *lp.tolist()]
+        return [None, *lp.cpu().tolist()]
+
+
+def _host(t: torch.Tensor) -> torch.Tensor:
+    """Logits and routing to the CPU, where the per-row seeded samplers run (a no-op on CPU)."""
+    return t if t.device.type == "cpu" else t.float().cpu() if t.is_floating_point() else t.cpu()

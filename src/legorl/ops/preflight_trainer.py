@@ -1,0 +1,56 @@
+"""Preflight for the trainer at scale: the device and rank layout it asks for, and the rollout/trainer
+logprob gap its precision pair should produce (so the fidelity gate is set where it catches real
+mismatches without refusing every bf16 batch)."""
+
+from __future__ import annotations
+
+from legorl.config import RunConfig
+from legorl.ops import hardware
+from legorl.ops.checks import CheckResult, fatal, ok, warn
+from legorl.train.device import expected_logprob_gap
+
+
+def engine_dtype(cfg: RunConfig) -> str:
+    """The rollout engine's compute dtype as configured (vLLM `auto`: the checkpoint's, bf16 in practice)."""
+    if cfg.serving.engine == "vllm":
+        d = cfg.serving.vllm.dtype
+        return "bfloat16" if d == "auto" else d
+    return cfg.serving.dtype
+
+
+def check_precision(cfg: RunConfig) -> list[CheckResult]:
+    name, t = "precision", cfg.trainer
+    eng = engine_dtype(cfg)
+    gap = expected_logprob_gap(eng, t.dtype)
+    out = [ok(name, f"engine {eng} / trainer {t.dtype}: expect mean |rollout - trainer logprob| ~{gap.expected:g} "
+                    f"(a gate of {gap.gate:g} passes it)")]
+    if eng != t.dtype:
+        out.append(warn(name, f"the engine samples in {eng} and the trainer computes in {t.dtype}: every ratio "
+                              f"carries a ~{gap.expected:g} precision gap, not only staleness",
+                        f"serving.dtype / trainer.dtype = the same ({t.dtype})"))
+    if t.max_logprob_abs_diff is not None and t.max_logprob_abs_diff < gap.expected:
+        out.append(warn(name, f"trainer.max_logprob_abs_diff={t.max_logprob_abs_diff:g} is below the gap this "
+                              f"precision pair produces (~{gap.expected:g}): most batches will be refused",
+                        f"trainer.max_logprob_abs_diff={gap.gate:g}"))
+    return out
+
+
+def check_trainer_layout(cfg: RunConfig) -> list[CheckResult]:
+    name, t = "trainer", cfg.trainer
+    out: list[CheckResult] = []
+    gpus = hardware.count_gpus()
+    if t.device.startswith("cuda") and not gpus:
+        out.append(fatal(name, f"trainer.device={t.device!r} but no CUDA device is visible", 'trainer.device="auto"'))
+    if t.n_ranks > 1 and cfg.algorithm.adv_estimator == "gae":
+        out.append(fatal(name, "adv_estimator='gae' (a critic) runs with trainer.n_ranks = 1 only",
+                         "trainer.n_ranks=1, or a critic-free estimator (grpo, rloo)"))
+    on_gpu = bool(gpus) and t.device != "cpu"
+    if t.n_ranks > 1 and on_gpu and t.n_ranks > gpus:
+        out.append(fatal(name, f"trainer.n_ranks={t.n_ranks} but {gpus} GPU(s): one rank per GPU",
+                         f"trainer.n_ranks={gpus}"))
+    if t.cpu_offload and t.n_ranks == 1:
+        out.append(warn(name, "trainer.cpu_offload applies to FSDP2 ranks only (trainer.n_ranks > 1)", ""))
+    if not out:
+        where = "GPU" if on_gpu else "CPU"
+        out.append(ok(name, f"{t.n_ranks} rank(s) on {where}, {t.dtype}"))
+    return out
