@@ -136,6 +136,26 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
             save(run_dir, step, trainer, sampler, sync.version)
 
 
+def _trainer_threads(cfg: RunConfig) -> int | None:
+    """Torch threads for the update while in-process embedded engines keep generating beside it: the cores
+    they leave (at least 1), so trainer and engines do not oversubscribe the CPU. None: leave torch's."""
+    import os
+
+    s = cfg.serving
+    if s.engine != "embedded" or s.placement != "thread" or cfg.cluster.runtime != "local":
+        return None
+    cores = os.cpu_count() or 1
+    return max(1, cores - (s.threads_per_replica or max(1, cores // s.n_replicas)) * s.n_replicas)
+
+
+def _learn_in_budget(threads: int | None, trainer: Trainer, kept: list) -> dict[str, float]:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)  # this worker thread's pool (the engine thread sets its own)
+    return learn(trainer, kept)
+
+
 async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer: Trainer,
                        sync: WeightSync, sampler: TaskSampler, val_tasks: list[Task], start: Start, log: Log,
                        bar: PhaseProgress) -> None:
@@ -147,6 +167,7 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
     trajectory_filter = TrajectoryFilter()
     actor_version = sync.version
     rollouter = Rollouter(cfg, runtime.runner, sampler, lambda: sync.version, start.step)
+    threads = _trainer_threads(cfg)
     rollouter.start()
     t_run = time.perf_counter()
     since_sync = 0
@@ -157,7 +178,7 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
             results, bstats = await rollouter.next_batch(actor_version)
             t1 = time.perf_counter()
             kept, fstats = trajectory_filter(results)
-            metrics = await asyncio.to_thread(learn, trainer, kept)
+            metrics = await asyncio.to_thread(_learn_in_budget, threads, trainer, kept)
             actor_version += 1
             since_sync += 1
             if since_sync >= every or step == cfg.trainer.total_steps:
