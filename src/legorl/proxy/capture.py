@@ -14,9 +14,10 @@ from typing import Literal
 from legorl.proxy.accumulator import Branch
 from legorl.proxy.config import ProxyConfig
 from legorl.proxy.errors import ContextOverflow, ProxyError
+from legorl.proxy.intake import INLINE, Lane
 from legorl.proxy.messages import ChatRequest, Message, ToolCall, validate_tool_results
 from legorl.proxy.parsers import ParseResult
-from legorl.proxy.planner import Plan, plan_call
+from legorl.proxy.planner import Plan, PromptTooLong, plan_call
 from legorl.proxy.render import ChatRenderer
 from legorl.proxy.session import Session
 from legorl.serving.manager import ServerManager
@@ -31,6 +32,7 @@ from legorl.serving.types import (
 )
 
 GREEDY_BELOW = 1e-5  # temperatures under this are sampled greedily (as vLLM does)
+CHARS_MARGIN = 4  # slack on the characters-per-token bound (normalizers, templates that re-render history)
 Finish = Literal["stop", "length", "tool_calls", "stop_sequence"]
 
 
@@ -54,10 +56,14 @@ class Capture:
         self.renderer = renderer
         self.config = config
 
-    async def call(self, session: Session, req: ChatRequest) -> CallResult:
+    async def call(self, session: Session, req: ChatRequest, lane: Lane = INLINE) -> CallResult:
+        """`lane`: where planning (render + tokenize) runs; its large-body slot is released once planned."""
         session.counters.calls += 1
         self._validate(req)
-        plan = await self._plan(session, req)
+        try:
+            plan = await self._plan(session, req, lane)
+        finally:
+            lane.release()
         key = _busy_key(plan)
         session.busy[key] = asyncio.Event()
         try:
@@ -75,18 +81,38 @@ class Capture:
         if err:
             raise ProxyError(400, err, param="messages")
 
-    async def _plan(self, session: Session, req: ChatRequest) -> Plan:
+    async def _plan(self, session: Session, req: ChatRequest, lane: Lane) -> Plan:
         """Plan against the current branches; wait while the target branch (or, for a new branch, a
         first call with the same anchor) has a call in flight, so a client's timeout-retry lands as a
-        retry of that branch instead of a duplicate."""
+        retry of that branch instead of a duplicate. A plan made on a worker thread while another call
+        committed (the session's epoch moved) is made again."""
+        window = self.manager.max_model_len
+        max_chars = window * self.renderer.max_token_chars * CHARS_MARGIN
         while True:
-            plan = plan_call(self.renderer, session.branches, req.messages, req.tools)
-            ev = session.busy.get(_busy_key(plan))
-            if ev is None:
-                return plan
-            await ev.wait()
+            epoch = session.epoch
+            try:
+                plan = await lane.offload(plan_call, self.renderer, list(session.branches), req.messages, req.tools,
+                                          max_chars)
+            except PromptTooLong as exc:
+                session.context_overflow = True
+                session.counters.context_overflows += 1
+                raise ContextOverflow(f"prompt is too long: {exc.chars} characters cannot fit the model's context "
+                                      f"window of {window} tokens", exc.chars // self.renderer.max_token_chars,
+                                      window) from exc
+            except RuntimeError:  # a commit changed a branch under the worker thread: plan again
+                if lane.large and session.epoch != epoch:
+                    continue
+                raise
             if session.closed:
                 raise ProxyError(404, "session closed")
+            ev = session.busy.get(_busy_key(plan))
+            if ev is not None:
+                await ev.wait()
+                if session.closed:
+                    raise ProxyError(404, "session closed")
+                continue
+            if session.epoch == epoch:
+                return plan
 
     def _sampling(self, session: Session, req: ChatRequest, prompt_len: int) -> SamplingParams:
         window = self.manager.max_model_len
@@ -186,6 +212,7 @@ class Capture:
         for call in parsed.tool_calls:
             call.id = req.call_id_prefix + call.id.removeprefix("call_")
         c, b = session.counters, plan.branch
+        session.epoch += 1
         if plan.kind == "new":
             b.index, b.kind = len(session.branches), ("main" if not session.branches else "sub")
             session.branches.append(b)

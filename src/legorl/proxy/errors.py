@@ -27,12 +27,14 @@ _ANTHROPIC_TYPES = {
 class ProxyError(Exception):
     """A request the proxy refuses; `code` is OpenAI's machine-readable code (e.g. context_length_exceeded)."""
 
-    def __init__(self, status: int, message: str, code: str | None = None, param: str | None = None):
+    def __init__(self, status: int, message: str, code: str | None = None, param: str | None = None,
+                 close: bool = False):
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
         self.param = param
+        self.close = close  # the connection cannot be reused (e.g. a body that could not be read to its end)
 
 
 class ContextOverflow(ProxyError):
@@ -53,4 +55,7 @@ def error_body(protocol: Protocol, err: ProxyError) -> dict[str, Any]:
 
 
 def error_response(protocol: Protocol, err: ProxyError) -> web.Response:
-    return web.json_response(error_body(protocol, err), status=err.status)
+    resp = web.json_response(error_body(protocol, err), status=err.status)
+    if err.close:
+        resp.force_close()
+    return resp

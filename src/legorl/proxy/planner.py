@@ -62,11 +62,22 @@ def shared_prefix(a: list[Message], b: list[Message]) -> int:
     return n
 
 
+class PromptTooLong(Exception):
+    """The rendered prompt has more characters than any prompt that fits the window (not tokenized)."""
+
+    def __init__(self, chars: int):
+        super().__init__(chars)
+        self.chars = chars
+
+
 def plan_call(
-    renderer: ChatRenderer, branches: list[Branch], messages: list[Message], tools: list[ToolSpec]
+    renderer: ChatRenderer, branches: list[Branch], messages: list[Message], tools: list[ToolSpec],
+    max_chars: int | None = None,
 ) -> Plan:
     fp = tools_fingerprint(tools)
     full = renderer.render(messages, tools, add_generation_prompt=True)
+    if max_chars is not None and len(full) > max_chars:
+        raise PromptTooLong(len(full))
     best: Branch | None = None
     for b in branches:
         n = len(b.messages)

@@ -20,6 +20,8 @@ from legorl.proxy.errors import ProxyError
 from legorl.proxy.messages import Message, ToolCall, ToolSpec, tools_fingerprint
 from legorl.proxy.parsers import ToolParser
 
+LARGE_TEXT = 1 << 16  # characters; longer texts are tokenized with the GIL released (see `encode`)
+
 
 class ChatRenderer:
     def __init__(self, tokenizer: Any, parser: ToolParser, native_tools: bool | None = None):
@@ -32,6 +34,9 @@ class ChatRenderer:
         self.special_ids = {i for i, t in added.items() if t.special} | set(tokenizer.all_special_ids)
         self.special_texts = tuple(sorted({added[i].content for i in added if i in self.special_ids}, key=len))
         self._prompts: dict[str, str] = {}
+        # the most characters one token can stand for (a token's text is never shorter than what it
+        # decodes to): a prompt over window * this many characters cannot fit, whatever it says
+        self.max_token_chars = max((len(t) for t in tokenizer.get_vocab()), default=1)
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
         self._compiled = _compiled_template(tokenizer)
         self._template_kwargs = dict(getattr(tokenizer, "special_tokens_map", {}) or {})
@@ -130,6 +135,8 @@ class ChatRenderer:
         if not text:
             return []
         if self._backend is not None:
+            if len(text) > LARGE_TEXT:  # `encode_batch` releases the GIL (`encode` holds it for seconds)
+                return self._backend.encode_batch([text], add_special_tokens=False)[0].ids
             return self._backend.encode(text, add_special_tokens=False).ids
         return encode_text(self.tok, text)
 

@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from legorl.proxy.capture import CallResult
+from legorl.proxy.messages import ChatRequest
 from legorl.proxy.schemas_anthropic import CountTokensRequest, MessagesRequest, count_request, to_chat_request
 from legorl.proxy.sse import chunks, event, json_response, send_stream
 
@@ -66,11 +67,15 @@ def stream_events(r: CallResult, model: str, msg_id: str) -> list[str]:
     return out
 
 
-async def messages(server, request: web.Request, session) -> web.StreamResponse:
-    body = await server.read_body(request)
+def _parse(body: bytes) -> tuple[MessagesRequest, ChatRequest]:
     req = MessagesRequest.model_validate_json(body)
-    chat = to_chat_request(req)
-    result = await server.capture.call(session, chat)
+    return req, to_chat_request(req)
+
+
+async def messages(server, request: web.Request, session) -> web.StreamResponse:
+    async with server.intake.lane(request) as lane:
+        req, chat = await lane.offload(_parse, await server.intake.read(request, lane))
+        result = await server.capture.call(session, chat, lane)
     model = req.model or server.config.model_name
     msg_id = "msg_" + secrets.token_hex(12)
     if req.stream:
@@ -81,7 +86,10 @@ async def messages(server, request: web.Request, session) -> web.StreamResponse:
 
 async def count_tokens(server, request: web.Request, session) -> web.Response:
     """Token count of the rendered prompt (one-shot render; the session's branches are not touched)."""
-    body = await server.read_body(request)
-    msgs, tools = count_request(CountTokensRequest.model_validate_json(body))
-    n = len(server.renderer.encode(server.renderer.render(msgs, tools, add_generation_prompt=True)))
+    def count(body: bytes) -> int:
+        msgs, tools = count_request(CountTokensRequest.model_validate_json(body))
+        return len(server.renderer.encode(server.renderer.render(msgs, tools, add_generation_prompt=True)))
+
+    async with server.intake.lane(request) as lane:
+        n = await lane.offload(count, await server.intake.read(request, lane))
     return web.json_response({"input_tokens": n})

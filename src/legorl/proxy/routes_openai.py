@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from legorl.proxy.capture import CallResult
+from legorl.proxy.messages import ChatRequest
 from legorl.proxy.schemas_openai import ChatCompletionRequest, to_chat_request
 from legorl.proxy.sse import chunks, event, json_response, send_stream
 
@@ -83,11 +84,15 @@ def stream_events(r: CallResult, model: str, include_usage: bool) -> list[str]:
     return out
 
 
-async def chat_completions(server, request: web.Request, session) -> web.StreamResponse:
-    body = await server.read_body(request)
+def _parse(body: bytes) -> tuple[ChatCompletionRequest, ChatRequest]:
     req = ChatCompletionRequest.model_validate_json(body)
-    chat = to_chat_request(req)
-    result = await server.capture.call(session, chat)
+    return req, to_chat_request(req)
+
+
+async def chat_completions(server, request: web.Request, session) -> web.StreamResponse:
+    async with server.intake.lane(request) as lane:
+        req, chat = await lane.offload(_parse, await server.intake.read(request, lane))
+        result = await server.capture.call(session, chat, lane)
     model = req.model or server.config.model_name
     if req.stream:
         include = bool(req.stream_options and req.stream_options.include_usage)

@@ -95,13 +95,15 @@ def _text(content: str | list[TextPart] | None) -> str:
     return "\n".join(p.text for p in content)
 
 
-def _arguments(raw: str | dict[str, Any]) -> dict[str, Any] | str:
+def _arguments(raw: str | dict[str, Any], where: str) -> dict[str, Any] | str:
     if isinstance(raw, dict):
         return raw
     try:
         val = json.loads(raw)
     except ValueError:
         return raw
+    except RecursionError as exc:  # a JSON string nested deeper than Python's parser goes
+        raise ProxyError(400, f"{where}.function.arguments: JSON nested too deeply", param="messages") from exc
     return val if isinstance(val, dict) else raw
 
 
@@ -113,7 +115,8 @@ def to_chat_request(req: ChatCompletionRequest) -> ChatRequest:
         role = "system" if m.role == "developer" else m.role
         if role == "tool" and not m.tool_call_id:
             raise ProxyError(400, f"messages[{i}]: a tool message needs tool_call_id", param="messages")
-        calls = [ToolCall(c.id, c.function.name, _arguments(c.function.arguments)) for c in m.tool_calls or []]
+        calls = [ToolCall(c.id, c.function.name, _arguments(c.function.arguments, f"messages[{i}].tool_calls[{j}]"))
+                 for j, c in enumerate(m.tool_calls or [])]
         if calls and role != "assistant":
             raise ProxyError(400, f"messages[{i}]: only assistant messages carry tool_calls", param="messages")
         msgs.append(Message(role, _text(m.content), calls, m.tool_call_id if role == "tool" else None, m.name))

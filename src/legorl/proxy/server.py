@@ -24,6 +24,7 @@ from legorl.proxy import routes_anthropic, routes_openai
 from legorl.proxy.capture import Capture
 from legorl.proxy.config import ProxyConfig
 from legorl.proxy.errors import Protocol, ProxyError, error_response
+from legorl.proxy.intake import Intake
 from legorl.proxy.parsers import get_parser
 from legorl.proxy.record import SessionRecord
 from legorl.proxy.render import ChatRenderer
@@ -54,8 +55,10 @@ class ProxyServer:
         self.manager = manager
         self.renderer = ChatRenderer(tokenizer, get_parser(self.config.tool_parser))
         self.capture = Capture(manager, self.renderer, self.config)
+        self.intake = Intake(self.config)
         self.sessions: dict[str, Session] = {}
         self._runner: web.AppRunner | None = None
+        self._reaper: asyncio.Task | None = None
         self.host, self.port = self.config.host, self.config.port
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -66,13 +69,20 @@ class ProxyServer:
     async def start(self) -> None:
         app = web.Application(client_max_size=self.config.max_body_bytes)
         app.add_routes(self._routes())
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # bodies are decoded by `Intake` (bounded, errors as 400s), not inside aiohttp's parser
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, auto_decompress=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port)
         await site.start()
         self.port = self._runner.addresses[0][1]
+        if self.config.session_idle_ttl_sec is not None:
+            self._reaper = asyncio.create_task(self._reap(self.config.session_idle_ttl_sec), name="legorl-proxy-reaper")
 
     async def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            await asyncio.gather(self._reaper, return_exceptions=True)
+            self._reaper = None
         for sid in list(self.sessions):
             if sid not in self.sessions:  # its trial closed it while an earlier close was awaited
                 continue
@@ -85,11 +95,47 @@ class ProxyServer:
             self._runner = None
 
     # -- sessions -----------------------------------------------------------------------------
-    def open_session(self, metadata: dict[str, Any] | None = None) -> Session:
+    def open_session(self, metadata: dict[str, Any] | None = None, expires: bool = False) -> Session:
+        """In-process callers (trial workers) are never refused nor expired; see `_open_http`."""
         sid = new_session_id()
-        s = Session(sid, f"{self.url}/sess/{sid}", self.config.model_name, dict(metadata or {}))
+        s = Session(sid, f"{self.url}/sess/{sid}", self.config.model_name, dict(metadata or {}), expires=expires)
         self.sessions[sid] = s
         return s
+
+    async def _open_http(self) -> Session:
+        """A session for an HTTP client: idle ones expire, and at most `max_sessions` are open."""
+        cap = self.config.max_sessions
+        if len(self.sessions) >= cap:
+            await self.expire_idle()
+        if len(self.sessions) >= cap:
+            ttl = self.config.session_idle_ttl_sec
+            after = f"idle sessions close after {ttl:g} s" if ttl is not None else "sessions do not expire"
+            raise ProxyError(429, f"too many open sessions ({len(self.sessions)}, the proxy's max_sessions): close "
+                                  f"finished ones with DELETE /sessions/{{id}} ({after})", code="too_many_sessions")
+        return self.open_session(expires=True)
+
+    async def expire_idle(self) -> int:
+        """Close HTTP-opened sessions idle for longer than the TTL (their trajectories are written)."""
+        ttl, now = self.config.session_idle_ttl_sec, time.monotonic()
+        if ttl is None:
+            return 0
+        stale = [sid for sid, s in self.sessions.items() if s.expires and s.idle_for(now) > ttl]
+        for sid in stale:
+            if sid in self.sessions:
+                log.info("proxy: session idle for over %g s: closing it", ttl)
+                try:
+                    await self.close_session(sid)
+                except KeyError:
+                    pass
+        return len(stale)
+
+    async def _reap(self, ttl: float) -> None:
+        while True:
+            await asyncio.sleep(min(max(ttl / 2, 0.05), 30.0))
+            try:
+                await self.expire_idle()
+            except Exception:  # never let the reaper die: sessions would stop expiring
+                log.exception("proxy: expiring idle sessions failed")
 
     def get_session(self, session_id: str) -> Session:
         s = self.sessions.get(session_id)
@@ -115,14 +161,6 @@ class ProxyServer:
         return record
 
     # -- HTTP ---------------------------------------------------------------------------------
-    async def read_body(self, request: web.Request) -> bytes:
-        if request.content_length is not None and request.content_length > self.config.max_body_bytes:
-            raise ProxyError(413, f"request body over {self.config.max_body_bytes} bytes")
-        try:
-            return await request.read()
-        except web.HTTPRequestEntityTooLarge as exc:
-            raise ProxyError(413, f"request body over {self.config.max_body_bytes} bytes") from exc
-
     def _wrap(self, protocol: Protocol, handler: Handler, bare: bool = False):
         async def route(request: web.Request) -> web.StreamResponse:
             request[T0] = time.perf_counter()
@@ -131,22 +169,27 @@ class ProxyServer:
             try:
                 if bare:
                     sid = request.headers.get("X-Session-ID")
-                    session, temp = (self.get_session(sid), False) if sid else (self.open_session(), True)
+                    session, temp = (self.get_session(sid), False) if sid else (await self._open_http(), True)
                     if temp:
                         request[EXTRA_HEADERS] = {"X-Session-ID": session.id}
                 else:
                     session = self.get_session(request.match_info["session_id"])
+                session.touch()
                 return await handler(self, request, session)
             except ProxyError as exc:
                 err = exc
             except ValidationError as exc:
                 err = ProxyError(400, _validation_message(exc))
+            except RecursionError:  # e.g. JSON nested deeper than a parser or the template goes
+                err = ProxyError(400, "invalid request: nested too deeply")
             except Exception as exc:  # never let one request take the server down
                 # the route pattern, not the path: a session id is the session's only credential
                 log.exception("proxy: unhandled error on %s", request.match_info.route.resource.canonical)
                 err = ProxyError(500, f"internal proxy error: {type(exc).__name__}")
             finally:
-                if temp and session is not None:
+                if session is not None:
+                    session.touch()
+                if temp and session is not None and session.id in self.sessions:
                     await self.close_session(session.id)
             if session is not None:
                 session.counters.errors += 1
@@ -191,7 +234,10 @@ class ProxyServer:
         )
 
     async def _open(self, request: web.Request) -> web.Response:
-        s = self.open_session()
+        try:
+            s = await self._open_http()
+        except ProxyError as exc:
+            return error_response("openai", exc)
         return web.json_response(
             {"session_id": s.id, "openai_base_url": s.openai_base_url, "anthropic_base_url": s.anthropic_base_url}
         )

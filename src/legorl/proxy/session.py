@@ -26,6 +26,16 @@ class Session:
     closed_at: float = 0.0
     busy: dict[object, asyncio.Event] = field(default_factory=dict)  # branch (or new anchor) -> call done
     inflight: set[str] = field(default_factory=set)  # engine request ids
+    expires: bool = False  # opened over HTTP (POST /sessions): closed after the idle TTL
+    last_active: float = field(default_factory=time.monotonic)
+    epoch: int = 0  # bumped by every commit: a plan made off the event loop against an older epoch is redone
+
+    def touch(self) -> None:
+        self.last_active = time.monotonic()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since the last request ended or began; 0 while a call is in progress."""
+        return 0.0 if self.busy or self.inflight else now - self.last_active
 
     @property
     def openai_base_url(self) -> str:
