@@ -158,6 +158,23 @@ class VLLMSection(Section):
     """Where weight versions are written for reload. None: /dev/shm."""
 
 
+class ProxySection(Section):
+    """Limits of the OpenAI/Anthropic proxy in front of the engines (docs/limits.md); `legorl serve --config` reads it too."""
+
+    max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    """Largest request body, as sent and once decoded (gzip/deflate): over it, a 413."""
+    large_body_bytes: int = Field(1024 * 1024, ge=1024)
+    """Bodies over this (and every compressed one) are parsed and tokenized on a worker thread, a few at a time."""
+    max_concurrent_large_bodies: int = Field(2, ge=1)
+    """Large bodies being read, parsed and tokenized at once; others wait (each may cost ~10x its size in RAM)."""
+    default_max_tokens: int = Field(1024, ge=1)
+    """Output cap of a call that sends no `max_tokens` (or null), at most the room left in the context window."""
+    session_idle_ttl_sec: float | None = Field(3600.0, gt=0.0)
+    """Sessions opened over HTTP (`POST /sessions`, bare routes) idle this long are closed. None: never."""
+    max_sessions: int = Field(4096, ge=1)
+    """Open sessions beyond which `POST /sessions` and bare-route calls get a 429 (trial sessions are not refused)."""
+
+
 class ServingSection(Section):
     """The inference replicas, the load balancer in front of them and the admission gate."""
 
@@ -185,6 +202,8 @@ class ServingSection(Section):
     """The session-level admission gate."""
     vllm: VLLMSection = VLLMSection()
     """vLLM replicas."""
+    proxy: ProxySection = ProxySection()
+    """The proxy's request, body and session limits."""
 
 
 class AsyncTrainingSection(Section):
