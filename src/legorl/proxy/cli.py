@@ -21,16 +21,19 @@ async def run_server(
     ready: asyncio.Future | None = None,
     stop: asyncio.Event | None = None,
     engine_kind: str = "embedded",
+    limits: Any | None = None,
 ) -> None:
-    """Serve until `stop` is set (or SIGINT/SIGTERM); closing writes every open session's trajectory."""
+    """Serve until `stop` is set (or SIGINT/SIGTERM); closing writes every open session's trajectory.
+    `limits`: a `[serving.proxy]` section (`ProxySection`); None: its defaults."""
+    from legorl.config.sections import ProxySection
     from legorl.models.store import resolve_model
     from legorl.proxy.config import ProxyConfig
     from legorl.runtime.stack import PolicyServer
     from legorl.serving.launch import EngineSpec
 
     path = resolve_model(model)
-    config = ProxyConfig(
-        host=host, port=port, tool_parser=tool_parser, model_name=Path(str(model)).name,
+    config = ProxyConfig.from_section(
+        limits or ProxySection(), host=host, port=port, tool_parser=tool_parser, model_name=Path(str(model)).name,
         trajectories_dir=trajectories, management_routes=True, bare_routes=True,
     )
     server = await PolicyServer.start(EngineSpec(path, kind=engine_kind, kv_budget_tokens=kv_budget_tokens), config)
@@ -70,8 +73,14 @@ def register(app: Any) -> None:
         tool_parser: str = typer.Option("hermes", "--tool-parser"),
         kv_budget_tokens: int = typer.Option(65536, "--kv-budget-tokens", help="embedded engine's KV budget"),
         engine: str = typer.Option("embedded", "--engine", help="embedded, or vllm (a vLLM server legorl starts)"),
+        config: Path | None = typer.Option(None, "--config", help="a run config TOML: its [serving.proxy] limits"),
+        max_sessions: int | None = typer.Option(None, "--max-sessions", help="open sessions before a 429"),
+        session_idle_ttl: float | None = typer.Option(None, "--session-idle-ttl", help="close idle sessions (s)"),
+        default_max_tokens: int | None = typer.Option(None, "--default-max-tokens", help="cap of calls without one"),
     ) -> None:
         """Run an engine (embedded or vLLM) behind the OpenAI / Anthropic proxy until Ctrl-C."""
+        limits = _limits(config, max_sessions=max_sessions, session_idle_ttl_sec=session_idle_ttl,
+                         default_max_tokens=default_max_tokens)
         from legorl.proxy.parsers import available_parsers
 
         if tool_parser not in available_parsers():
@@ -80,4 +89,22 @@ def register(app: Any) -> None:
 
         if engine not in ENGINE_KINDS:
             raise typer.BadParameter(f"unknown engine {engine!r}; use one of {', '.join(ENGINE_KINDS)}")
-        asyncio.run(run_server(model, host, port, trajectories, tool_parser, kv_budget_tokens, engine_kind=engine))
+        asyncio.run(run_server(model, host, port, trajectories, tool_parser, kv_budget_tokens, engine_kind=engine,
+                               limits=limits))
+
+
+def _limits(config: Path | None, **flags: Any) -> Any:
+    """The `[serving.proxy]` section of `config` (or its defaults), with the flags that were given on top."""
+    from pydantic import ValidationError
+
+    from legorl.config import ConfigError, load_config
+    from legorl.config.sections import ProxySection
+
+    try:
+        section = load_config(config).serving.proxy if config is not None else ProxySection()
+        for key, value in flags.items():
+            if value is not None:
+                setattr(section, key, value)
+    except (ConfigError, ValidationError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    return section

@@ -72,7 +72,8 @@ class InProcessRuntime:
         """A training run's runtime."""
         model_dir = resolve_model(cfg.model.path)
         server = await PolicyServer.start(engine_spec(cfg, model_dir, run_dir),
-                                          ProxyConfig(tool_parser=cfg.agent.tool_parser), cfg.serving,
+                                          ProxyConfig.from_section(cfg.serving.proxy, tool_parser=cfg.agent.tool_parser),
+                                          cfg.serving,
                                           partial_rollout=cfg.async_training.partial_enabled)
         return cls(server, WorkerRunner(worker_config(cfg, run_dir.root), ProxyEndpoints(server.proxy)))
 
