@@ -26,7 +26,7 @@ async def test_harbor_layout_and_workdir_copy(make_task, sandbox_root: Path) -> 
         assert lines[0] == "/app" and lines[1] == "hi" and lines[4] != "0"
         assert "wrote" in r.stdout
         r = await sb.exec("touch /logs/agent/a /logs/verifier/v /tmp/t ~/h && ls /logs")
-        assert r.ok and r.stdout.split() == ["agent", "verifier"], r
+        assert r.ok and r.stdout.split() == ["agent", "artifacts", "verifier"], r
         r = await sb.exec("ls /tests; ls /solution")
         assert "No such file" in r.stderr
         # State persists across execs of one trial: /tmp and the workdir are host dirs.

@@ -49,6 +49,9 @@ def _load(path: str, task_ids: list[str] | None, limit: int | None) -> list[Any]
     for p in problems:
         if not p.warning:
             refused.setdefault(p.task_dir, []).append(f"{p.file}: {p.message}")
+    if not tasks:  # nothing to run: one line saying why
+        first = next(iter(refused.items()), None)
+        _fail(f"{path}: no valid task" + (f" ({len(refused)} refused; {first[0]}: {first[1][0]})" if first else ""))
     for d, msgs in refused.items():
         typer.echo(f"refused {d}: " + "; ".join(msgs), err=True)
     if refused:
