@@ -1,65 +1,171 @@
-"""Trainer throughput: legorl's actor update vs a plain HF forward/backward of the same batch.
+"""Trainer benchmarks, each side by side in one run (this machine is noisy: compare within a run).
 
     .venv/bin/python bench/train.py [--model smollm2-135m-instruct] [--batch 8] [--seq 256] [--reps 2]
+                                    [--ckpt-seq 1024] [--ranks-model tiny-llama] [--skip ckpt,ranks]
 
-Both sides process the same right-padded batch (half of each sequence is policy tokens) with AdamW,
-in fp32 on this machine's threads, measured alternately in one run. legorl's step includes what an
-RL step needs beyond a supervised one: the old-logprob pass, the clipped surrogate, entropy, and the
-gather of only the policy positions' logits. The demo's before/after validation pass rate is read
-from its log when present (runs/demo/logs/demo.jsonl, produced by `legorl train examples/demo.toml`).
+1. Throughput: legorl's on-policy trainer step (old logprobs fused into the gradient pass), the same with
+   a separate old-logprob pass, and a plain HF forward/backward + AdamW on the same right-padded batch
+   (half of each row policy tokens), fp32, alternated.
+2. Peak memory of one forward/backward at `--ckpt-seq` tokens per row with and without activation
+   checkpointing (each in a fresh subprocess: peak RSS above the loaded model, via /proc's VmHWM reset).
+3. Padding share of fixed micro-batches vs token-budget micro-batches on a demo-like length mix.
+4. One trainer step and one weight stream with 2 FSDP2 ranks (gloo) vs 1 process, on `--ranks-model`
+   (2 cores cannot show a speed-up; this reports the overhead).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM
 
-from legorl.config import AlgorithmSection, TrainerSection
+from legorl.config import load_config
 from legorl.models import resolve_model
 from legorl.tasks.model import Task
-from legorl.train.actor import Actor
 from legorl.train.batch import collate
+from legorl.train.build import build_trainer
+from legorl.train.memory import fixed_micro_batches, padding_ratio, token_budget_micro_batches
 from legorl.trial import TrialResult, TrialSpec, TrialTokens
 
 
-def make_batch(n: int, seq: int, vocab: int) -> list[TrialResult]:
+def make_batch(n: int, seq: int, vocab: int, lengths: list[int] | None = None) -> list[TrialResult]:
     g = torch.Generator().manual_seed(0)
     out = []
     for i in range(n):
-        toks = torch.randint(0, vocab, (seq,), generator=g).tolist()
-        mask = [0] * (seq // 2) + [1] * (seq - seq // 2)
+        length = lengths[i] if lengths else seq
+        toks = torch.randint(0, vocab, (length,), generator=g).tolist()
+        mask = [0] * (length // 2) + [1] * (length - length // 2)
         lps = [-2.0 if m else 0.0 for m in mask]
         spec = TrialSpec(Task("t", Path("."), "x"), group_id=f"g{i // 2}", trial_id=f"r{i}")
         out.append(TrialResult(spec, "failed", "", float(i % 2), TrialTokens(toks, mask, lps)))
     return out
 
 
-def legorl_step(actor: Actor, rollouts: list[TrialResult]) -> float:
+def trainer(model: str, *overrides: str):
+    cfg = load_config(None, [f"model.path={model}", "trainer.lr=1e-6", *overrides])
+    return build_trainer(cfg, resolve_model(model))
+
+
+def timed(fn) -> float:
     t0 = time.perf_counter()
-    batch = collate(rollouts)
-    old = actor.compute_logprobs(batch)
-    adv = (batch.rewards - batch.rewards.mean()).unsqueeze(-1) * batch.mask
-    actor.update(batch, adv, old)
+    fn()
     return time.perf_counter() - t0
 
 
-def hf_step(model, opt, rollouts: list[TrialResult], micro: int) -> float:
-    t0 = time.perf_counter()
-    ids = torch.tensor([r.tokens.token_ids for r in rollouts])
+def hf_step(model, opt, rows: list[TrialResult], micro: int) -> None:
+    ids = torch.tensor([r.tokens.token_ids for r in rows])
     labels = ids.clone()
     labels[:, : ids.shape[1] // 2] = -100
-    for i in range(0, len(rollouts), micro):
+    for i in range(0, len(rows), micro):
         out = model(input_ids=ids[i : i + micro], labels=labels[i : i + micro])
-        (out.loss * min(micro, len(rollouts) - i) / len(rollouts)).backward()
+        (out.loss * min(micro, len(rows) - i) / len(rows)).backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     opt.zero_grad(set_to_none=True)
-    return time.perf_counter() - t0
+
+
+def bench_throughput(args) -> None:
+    from transformers import AutoModelForCausalLM
+
+    rows = make_batch(args.batch, args.seq, 30000)
+    batch = collate(rows)
+    micro = f"trainer.micro_batch_size={args.micro}"
+    fused = trainer(args.model, micro)
+    separate = trainer(args.model, micro, "trainer.fuse_old_logprob_pass=false")
+    hf = AutoModelForCausalLM.from_pretrained(resolve_model(args.model), dtype=torch.float32)
+    opt = torch.optim.AdamW(hf.parameters(), lr=1e-6)
+    times: dict[str, list[float]] = {"fused": [], "separate": [], "hf": []}
+    for _ in range(args.reps):  # alternate so all see the same machine noise
+        times["fused"].append(timed(lambda: fused.update(batch)))
+        times["separate"].append(timed(lambda: separate.update(batch)))
+        times["hf"].append(timed(lambda: hf_step(hf, opt, rows, args.micro)))
+    best = {k: min(v) for k, v in times.items()}
+    tokens = args.batch * args.seq
+    print(f"[throughput] {args.model}, batch {args.batch} x {args.seq} tokens (half policy), micro-batch {args.micro}, "
+          f"torch threads {torch.get_num_threads()}, best of {args.reps}")
+    print(f"  legorl step, old logprobs fused    : {tokens / best['fused']:7.1f} tok/s ({best['fused']:.2f} s)")
+    print(f"  legorl step, separate logprob pass : {tokens / best['separate']:7.1f} tok/s ({best['separate']:.2f} s)")
+    print(f"  plain HF forward/backward + AdamW  : {tokens / best['hf']:7.1f} tok/s ({best['hf']:.2f} s)")
+    print(f"  ratio legorl(fused) / HF: {best['hf'] / best['fused']:.2f}x   "
+          f"legorl(separate) / HF: {best['hf'] / best['separate']:.2f}x")
+
+
+_PEAK_CHILD = r"""
+import json, sys, torch
+from legorl.config import load_config
+from legorl.models import resolve_model
+from legorl.train.build import build_trainer
+sys.path.insert(0, "bench")
+from train import make_batch
+from legorl.train.batch import collate
+model, seq, ckpt = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+cfg = load_config(None, [f"model.path={model}", f"model.gradient_checkpointing={str(ckpt).lower()}",
+                         "trainer.micro_batch_size=2"])
+t = build_trainer(cfg, resolve_model(model))
+batch = collate(make_batch(2, seq, 30000))
+def kb(key):
+    return int(next(l for l in open("/proc/self/status") if l.startswith(key)).split()[1])
+base = kb("VmRSS:")
+open("/proc/self/clear_refs", "w").write("5")  # reset the peak (VmHWM) to the current RSS
+with torch.enable_grad():
+    lp, _ = t.actor._forward(t.actor.model, batch)
+    (lp * batch.mask).sum().backward()
+print(json.dumps({"peak_mb": (kb("VmHWM:") - base) / 1024}))
+"""
+
+
+def bench_checkpointing(args) -> None:
+    out = {}
+    for ckpt in ("0", "1"):
+        res = subprocess.run([sys.executable, "-c", _PEAK_CHILD, args.model, str(args.ckpt_seq), ckpt],
+                             capture_output=True, text=True, check=True)
+        out[ckpt] = json.loads(res.stdout.strip().splitlines()[-1])["peak_mb"]
+    print(f"[memory] one forward/backward, 2 rows x {args.ckpt_seq} tokens, {args.model}, peak RSS above the model:")
+    print(f"  without activation checkpointing: {out['0']:8.1f} MiB")
+    print(f"  with activation checkpointing   : {out['1']:8.1f} MiB  ({1 - out['1'] / out['0']:.0%} lower)")
+
+
+def bench_padding(args) -> None:
+    rng = random.Random(0)
+    # the demo's mix: ~120-200 prompt tokens, 4-64 response tokens; a few multi-turn rows 3x longer
+    lengths = [rng.randint(120, 200) + rng.randint(4, 64) for _ in range(32)]
+    lengths[::8] = [3 * x for x in lengths[::8]]
+    fixed = fixed_micro_batches(range(len(lengths)), 4)
+    budget = 4 * sorted(lengths)[len(lengths) // 2]
+    packed = token_budget_micro_batches(lengths, range(len(lengths)), budget)
+    print(f"[padding] 32 demo-like rows (lengths {min(lengths)}-{max(lengths)}):")
+    print(f"  fixed micro-batches of 4 rows      : {padding_ratio(lengths, fixed):.1%} padding, {len(fixed)} micro-batches")
+    print(f"  token budget {budget} tokens/micro-batch: {padding_ratio(lengths, packed):.1%} padding, "
+          f"{len(packed)} micro-batches")
+
+
+def bench_ranks(args) -> None:
+    from legorl.train.ranks import TrainerRanks
+
+    model = args.ranks_model
+    cfg = load_config(None, [f"model.path={model}", "trainer.lr=1e-6", "trainer.n_ranks=2"])
+    batch = collate(make_batch(8, 128, 1000))
+    one = trainer(model)
+    two = TrainerRanks(cfg, resolve_model(model), 2)
+    try:
+        for t in (one, two):  # warm-up
+            t.update(batch)
+        rows = {}
+        for name, t in (("1 process", one), ("2 ranks", two)):
+            step = min(timed(lambda t=t: t.update(batch)) for _ in range(args.reps))
+            sync = min(timed(lambda t=t: t.stream_weights(lambda _b: None)) for _ in range(args.reps))
+            rows[name] = (step, sync, t.stream_weights(lambda _b: None))
+    finally:
+        two.close()
+    print(f"[ranks] {model}, batch 8 x 128 tokens, best of {args.reps}:")
+    for name, (step, sync, nbytes) in rows.items():
+        print(f"  {name:9}: step {step:6.2f} s, weight stream {sync:6.3f} s ({nbytes / 2**20:.1f} MiB)")
 
 
 def main() -> None:
@@ -69,31 +175,15 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--micro", type=int, default=4)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--ckpt-seq", type=int, default=1024)
+    ap.add_argument("--ranks-model", default="tiny-llama")
+    ap.add_argument("--skip", default="", help="comma-separated: throughput,ckpt,padding,ranks")
     args = ap.parse_args()
-    path = resolve_model(args.model)
-    rollouts = make_batch(args.batch, args.seq, 30000)
-    actor = Actor(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32),
-                  TrainerSection(lr=1e-6, micro_batch_size=args.micro), AlgorithmSection(), 1.0)
-    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    opt = torch.optim.AdamW(hf.parameters(), lr=1e-6)
-    tokens = args.batch * args.seq
-    lg, hfs = [], []
-    for _ in range(args.reps):  # alternate so both see the same machine noise
-        lg.append(legorl_step(actor, rollouts))
-        hfs.append(hf_step(hf, opt, rollouts, args.micro))
-    best_l, best_h = min(lg), min(hfs)
-    print(f"model {path.name}, batch {args.batch} x {args.seq} tokens (half policy), micro-batch {args.micro}, "
-          f"torch threads {torch.get_num_threads()}, best of {args.reps}")
-    print(f"legorl actor step (old logprobs + PPO update): {tokens / best_l:7.1f} tok/s  ({best_l:.1f} s)")
-    print(f"plain HF forward/backward + AdamW          : {tokens / best_h:7.1f} tok/s  ({best_h:.1f} s)")
-    print(f"ratio legorl / HF: {best_h / best_l:.2f}x (legorl does one extra no-grad forward for old logprobs)")
-    log = Path("runs/demo/logs/demo.jsonl")
-    if log.exists():
-        rows = [json.loads(x) for x in log.read_text().splitlines()]
-        val = [(r["step"], r["val/pass_rate"]) for r in rows if "val/pass_rate" in r]
-        if len(val) >= 2:
-            print(f"demo val pass rate (runs/demo): step {val[0][0]}: {val[0][1]:.3f} -> step {val[-1][0]}: "
-                  f"{val[-1][1]:.3f}  (legorl train examples/demo.toml)")
+    skip = set(filter(None, args.skip.split(",")))
+    for name, fn in (("throughput", bench_throughput), ("ckpt", bench_checkpointing), ("padding", bench_padding),
+                     ("ranks", bench_ranks)):
+        if name not in skip:
+            fn(args)
 
 
 if __name__ == "__main__":

@@ -53,8 +53,8 @@ class LogprobGap:
 
 def expected_logprob_gap(engine_dtype: str, trainer_dtype: str) -> LogprobGap:
     """Measured on this repo's models (docs/trainer.md): fp32 vs fp32 agree to ~1e-6; bf16 on either
-    side rounds every matmul and leaves ~1e-2 per token."""
+    side rounds every matmul and leaves 1e-2 to 4e-2 per token."""
     low = {"bfloat16", "float16"}
     if engine_dtype in low or trainer_dtype in low:
-        return LogprobGap(expected=2e-2, gate=0.1)
+        return LogprobGap(expected=3e-2, gate=0.1)
     return LogprobGap(expected=1e-5, gate=1e-3)
