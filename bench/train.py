@@ -6,8 +6,9 @@
 1. Throughput: legorl's on-policy trainer step (old logprobs fused into the gradient pass), the same with
    a separate old-logprob pass, and a plain HF forward/backward + AdamW on the same right-padded batch
    (half of each row policy tokens), fp32, alternated.
-2. Peak memory of one forward/backward at `--ckpt-seq` tokens per row with and without activation
-   checkpointing (each in a fresh subprocess: peak RSS above the loaded model, via /proc's VmHWM reset).
+2. Peak memory of one forward/backward at `--ckpt-seq` tokens per row: the default, with activation
+   checkpointing, and with the model's own vocabulary head instead of the recomputed chunks (each in a
+   fresh subprocess: peak RSS above the loaded model, via /proc's VmHWM reset).
 3. Padding share of fixed micro-batches vs token-budget micro-batches on a demo-like length mix.
 4. One trainer step and one weight stream with 2 FSDP2 ranks (gloo) vs 1 process, on `--ranks-model`
    (2 cores cannot show a speed-up; this reports the overhead).
@@ -104,7 +105,11 @@ from legorl.train.build import build_trainer
 sys.path.insert(0, "bench")
 from train import make_batch
 from legorl.train.batch import collate
-model, seq, ckpt = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+model, seq, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+ckpt = mode == "ckpt"
+if mode == "full-head":  # the model's own head over every kept position (what FSDP2 ranks do)
+    import legorl.train.logprobs as lp_mod
+    lp_mod._plain_head = lambda _model: None
 cfg = load_config(None, [f"model.path={model}", f"model.gradient_checkpointing={str(ckpt).lower()}",
                          "trainer.micro_batch_size=2"])
 t = build_trainer(cfg, resolve_model(model))
@@ -122,13 +127,16 @@ print(json.dumps({"peak_mb": (kb("VmHWM:") - base) / 1024}))
 
 def bench_checkpointing(args) -> None:
     out = {}
-    for ckpt in ("0", "1"):
-        res = subprocess.run([sys.executable, "-c", _PEAK_CHILD, args.model, str(args.ckpt_seq), ckpt],
+    for mode in ("plain", "ckpt", "full-head"):
+        res = subprocess.run([sys.executable, "-c", _PEAK_CHILD, args.model, str(args.ckpt_seq), mode],
                              capture_output=True, text=True, check=True)
-        out[ckpt] = json.loads(res.stdout.strip().splitlines()[-1])["peak_mb"]
+        out[mode] = json.loads(res.stdout.strip().splitlines()[-1])["peak_mb"]
     print(f"[memory] one forward/backward, 2 rows x {args.ckpt_seq} tokens, {args.model}, peak RSS above the model:")
-    print(f"  without activation checkpointing: {out['0']:8.1f} MiB")
-    print(f"  with activation checkpointing   : {out['1']:8.1f} MiB  ({1 - out['1'] / out['0']:.0%} lower)")
+    print(f"  default (vocab logits in recomputed chunks): {out['plain']:8.1f} MiB")
+    print(f"  with activation checkpointing              : {out['ckpt']:8.1f} MiB  "
+          f"({1 - out['ckpt'] / out['plain']:.0%} lower than default)")
+    print(f"  the model's own head over all positions    : {out['full-head']:8.1f} MiB  "
+          f"(chunking saves {1 - out['plain'] / out['full-head']:.0%})")
 
 
 def bench_padding(args) -> None:

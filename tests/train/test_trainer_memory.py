@@ -166,3 +166,25 @@ def test_bf16_step_on_cpu_within_preflights_expected_gap(tiny_llama_dir):
     assert 1e-5 < m["rollout_corr/abs_diff_mean"] < gap.gate
     assert all(p.dtype == torch.float32 for p in bf16.actor.model.parameters())  # fp32 master weights
     assert expected_logprob_gap("float32", "float32").expected < gap.expected
+
+
+def test_chunked_vocab_logprobs_equal_the_full_head(tiny_llama_dir, monkeypatch):
+    """The vocabulary projection in recomputed chunks gives the logprobs, entropies and gradients of the
+    model's own head (the path FSDP2 takes)."""
+    import legorl.train.logprobs as lp_mod
+
+    batch = rows_batch()
+    t = trainer_for(tiny_llama_dir)
+    out = {}
+    for name in ("chunked", "full"):
+        if name == "full":
+            monkeypatch.setattr(lp_mod, "_plain_head", lambda _model: None)
+        t.actor.model.zero_grad(set_to_none=True)
+        with torch.enable_grad():
+            lp, ent = lp_mod.token_logprobs(t.actor.model, batch.input_ids, batch.attention_mask, batch.mask,
+                                            temperature=0.7, with_entropy=True, chunk=16)
+            (lp.sum() + ent.sum()).backward()
+        out[name] = (lp.detach(), ent.detach(), {n: p.grad.clone() for n, p in t.actor.model.named_parameters()})
+    assert torch.allclose(out["chunked"][0], out["full"][0], atol=1e-5)
+    assert torch.allclose(out["chunked"][1], out["full"][1], atol=1e-5)
+    assert grad_diff(out["chunked"][2], out["full"][2]) < 1e-5
