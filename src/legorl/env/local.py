@@ -35,6 +35,7 @@ DOWNLOAD_CAP = 1 << 30  # a download larger than this is refused rather than hel
 
 
 _PROBED: set[str] = set()
+_SWEPT: set[str] = set()  # sandbox roots whose dead runs' leftovers this process already removed
 
 
 class LocalSandbox(SandboxLifecycle):
@@ -104,6 +105,9 @@ class LocalSandbox(SandboxLifecycle):
             self._started = True
             await self._probe()
             self.build = await prepare(self) or {}
+            for host in self.binds.values():  # copies (copytree) carried the source's 0755 over
+                if self.root is not None and self.root in host.parents:
+                    host.chmod(0o700)
             if self.layer is not None or self.task.agent_user:
                 await asyncio.to_thread(self._write_passwd)
         except BaseException:
@@ -137,6 +141,11 @@ class LocalSandbox(SandboxLifecycle):
             raise SandboxError("refusing to run a sandbox as uid 0: pass a non-root uid")
         self.root_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root_dir, 0o711)
+        if str(self.root_dir) not in _SWEPT:  # a run killed with -9 left trial dirs and cgroups behind
+            _SWEPT.add(str(self.root_dir))
+            n = cleanup_stale(self.root_dir)
+            if n:
+                log.info("removed %d trial dir(s) left by dead runs under %s", n, self.root_dir)
         slug = re.sub(r"[^A-Za-z0-9_.-]", "_", self.task.id)[:40]
         self.root = Path(tempfile.mkdtemp(prefix=f"{slug}-", dir=self.root_dir))
         os.chmod(self.root, 0o711)
@@ -156,7 +165,7 @@ class LocalSandbox(SandboxLifecycle):
             host.chmod(0o700)  # only this trial's uid, even for host users who guess the path
             self._own(host)
             self.binds[dst] = host
-        (self.root / "tmp").chmod(0o1777)
+        # 0700 everywhere: only the trial's uid (and root) can read a trial's files on the host
         (self.root / "etc").mkdir()
         self._write_passwd()
         self.binds.update(self._extra)
@@ -250,6 +259,15 @@ class LocalSandbox(SandboxLifecycle):
         user = self.task.verifier_user if phase == "verifier" else self.task.agent_user
         if user != (self.task.verifier_user if self.phase == "verifier" else self.task.agent_user):
             await asyncio.to_thread(self._write_passwd, user if user not in (None, "root", "0") else "agent")
+        if phase == "verifier" and self.root is not None:
+            # A fresh HOME: nothing the agent planted there (user site-packages, .pth files, pytest
+            # plugins, rc files) reaches the verifier's interpreters.
+            fresh = self.root / "verifier-home"
+            await asyncio.to_thread(lambda: shutil.rmtree(fresh, True) or fresh.mkdir(mode=0o700))
+            self._own(fresh)
+            self.binds[SANDBOX_HOME] = fresh
+        elif self.root is not None:
+            self.binds[SANDBOX_HOME] = self.root / "home"
         self.phase = phase
         self._phase_env = dict(self.task.agent_env) if phase == "agent" else {}
 
@@ -386,6 +404,7 @@ class LocalSandbox(SandboxLifecycle):
         await asyncio.to_thread(shutil.copytree, src, host, symlinks=True)
         # Readable by the sandbox uid, writable by nobody inside: the bind is read-only too.
         await asyncio.to_thread(self.own_tree, host)
+        host.chmod(0o700)
         self.ro_binds[at] = host
         return host
 
@@ -405,6 +424,28 @@ class LocalSandbox(SandboxLifecycle):
     @property
     def logs_dir(self) -> Path | None:
         return self.binds.get("/logs/verifier")
+
+    def usage_mb(self) -> float:
+        """Disk the trial's files take on the host (the local backend's storage limit is per file
+        only, RLIMIT_FSIZE: this is how a trial's total is reported instead)."""
+        total = 0
+        for dirpath, _dirs, files in os.walk(self.root or "/nonexistent"):
+            for f in files:
+                try:
+                    total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
+                except OSError:
+                    pass
+        return round(total / 2**20, 1)
+
+    def storage_note(self) -> str | None:
+        """What the outcome should say about the task's storage limit on this backend."""
+        limit = self.task.limits.storage_mb
+        if limit is None or self.root is None:
+            return None
+        used = self.usage_mb()
+        over = f"; EXCEEDED: {used} MB on disk" if used > limit else ""
+        return (f"storage_mb={limit} enforced per file (RLIMIT_FSIZE), not per trial: the local backend has "
+                f"no per-trial disk quota{over}")
 
     def describe(self) -> dict[str, object]:
         """What isolation this sandbox has, for logs and preflight."""

@@ -7,8 +7,8 @@ the host network (apt and pip reach their registries). The layer is cached under
 Dockerfile and its context; trials mount it read-only (overlay of layer + host root) and stay the
 unprivileged, read-only sandboxes they always were. The host root is never written.
 
-Before the first RUN the layer hides what is private on the host: top-level dirs outside a Linux
-image's standard set are whited out, /root /home /tmp /run /mnt /srv /media /var/tmp start empty, and
+Before the first RUN the layer hides what is private on the host: top-level entries outside a Linux
+image's standard set are emptied (files whited out, dirs opaque), /root /home /tmp /run /mnt /srv /media /var/tmp start empty, and
 /etc/shadow and /etc/gshadow are copies without password hashes.
 """
 
@@ -123,7 +123,9 @@ def seed_upper(upper: Path) -> None:
     """Hides the host's private files from a build before anything runs in it."""
     for entry in os.listdir("/"):
         if entry not in _STANDARD and entry not in _EMPTY:
-            _whiteout(upper / entry)
+            # a dir stays as an empty (opaque) dir, so a build may still use its name (WORKDIR /work)
+            path = Path("/") / entry
+            (_opaque if path.is_dir() and not path.is_symlink() else _whiteout)(upper / entry)
     for d in _EMPTY:
         _opaque(upper / d)
     os.chmod(upper / "tmp", 0o1777)

@@ -153,7 +153,12 @@ class _Trial:
     async def _collect(self, sandbox: Sandbox, tdir: TrialDir) -> None:
         """/logs/* and the task's artifacts into the trial dir; what the backend approximated into meta."""
         describe = getattr(sandbox, "describe", None)
-        notes = describe().get("notes") if describe else None
+        notes = list(describe().get("notes") or []) if describe else []
+        usage = getattr(sandbox, "usage_mb", None)
+        if usage is not None:
+            self.meta["disk_mb"] = await asyncio.to_thread(usage)
+            storage = await asyncio.to_thread(sandbox.storage_note)  # type: ignore[attr-defined]
+            notes += [storage] if storage else []
         if notes:
             self.meta["environment_notes"] = notes
         if not tdir.persistent:

@@ -9,7 +9,7 @@ echo 0 > "$LOGS/reward.txt"
 # Graded test files and conftest.py files come from the task, not from the agent's workdir.
 [ -d "$TESTS_DIR/files" ] && cp -R "$TESTS_DIR/files/." .
 export PYTHONDONTWRITEBYTECODE=1 LEGORL_OUTCOMES="$LOGS/outcomes.json"
-python3 "$TESTS_DIR/grading/run_pytest.py" "$TESTS_DIR/config.json" -p no:cacheprovider -rA --rootdir=. tests/test_calendar.py > "$LOGS/pytest.log" 2>&1
+python3 -I "$TESTS_DIR/grading/run_pytest.py" "$TESTS_DIR/config.json" -p no:cacheprovider -rA --rootdir=. tests/test_calendar.py > "$LOGS/pytest.log" 2>&1
 echo "pytest exit status: $?"
 tail -n 30 "$LOGS/pytest.log"
-python3 "$TESTS_DIR/grading/grade.py" "$TESTS_DIR/config.json" "$LOGS/outcomes.json" "$LOGS"
+python3 -I "$TESTS_DIR/grading/grade.py" "$TESTS_DIR/config.json" "$LOGS/outcomes.json" "$LOGS"

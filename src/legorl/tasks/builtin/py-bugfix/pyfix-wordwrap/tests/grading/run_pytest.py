@@ -5,13 +5,23 @@ Usage: python3 run_pytest.py CONFIG.json [--clean-only] [PYTEST ARGS...], from t
   `pytest.py` or `legorl_outcomes.py` cannot replace them (plain `python3 -m pytest` would run one);
 - conftest.py files the task did not ship are deleted (test.sh restores the shipped ones), and
   stale __pycache__ dirs are removed so only current sources run.
+- run with `python3 -I` (test.sh does): no user site-packages, no PYTHON* variables, no cwd on the
+  path; plugins the agent installed do not autoload; `-c /dev/null` keeps pytest.ini / setup.cfg /
+  pyproject.toml in the workdir from adding options (`addopts = -p <plugin>`);
+- after pytest wrote the outcomes, the process ends with os._exit: an exit hook the code under test
+  registered never runs, and (when test.sh is the sandbox's init, as in legorl's local backend)
+  every helper process it started is killed first, so nothing rewrites the outcomes file.
 Standard library + the system pytest only.
 """
 
 import json
 import os
 import shutil
+import signal
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves this script's dir out
+os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
 import legorl_outcomes
 import pytest
@@ -40,8 +50,23 @@ def main(argv):
         return 0
     sys.dont_write_bytecode = True
     sys.path[0] = os.getcwd()  # as `python3 -m pytest` would have it, minus this script's dir
-    return int(pytest.main(argv[2:], plugins=[legorl_outcomes]))
+    args = argv[2:]
+    if "-c" not in args and not any(a.startswith("--config-file") for a in args):
+        args = ["-c", os.devnull, *args]
+    finish(int(pytest.main(args, plugins=[legorl_outcomes])))
+
+
+def finish(code):
+    """Ends now: no exit hook runs, no helper process of the code under test outlives pytest."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.getppid() == 1:  # test.sh is the namespace's init: kill(-1) spares it and us
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    main(sys.argv)
