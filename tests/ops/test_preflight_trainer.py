@@ -27,3 +27,12 @@ def test_rank_layouts_that_cannot_run_are_fatal():
     gae = levels(check_trainer_layout(load_config(None, ["trainer.n_ranks=2", "algorithm.adv_estimator=gae"])))
     assert any(lvl == "FATAL" and "gae" in m for lvl, m in gae)
     assert [lvl for lvl, _ in levels(check_trainer_layout(load_config(None, ["trainer.n_ranks=2"])))] == ["PASS"]
+
+
+def test_cpu_offload_without_a_gpu_is_fatal():
+    from legorl.ops import hardware
+
+    if hardware.count_gpus():
+        return
+    out = levels(check_trainer_layout(load_config(None, ["trainer.n_ranks=2", "trainer.cpu_offload=true"])))
+    assert any(lvl == "FATAL" and "needs CUDA" in m for lvl, m in out)

@@ -50,6 +50,9 @@ def check_trainer_layout(cfg: RunConfig) -> list[CheckResult]:
                          f"trainer.n_ranks={gpus}"))
     if t.cpu_offload and t.n_ranks == 1:
         out.append(warn(name, "trainer.cpu_offload applies to FSDP2 ranks only (trainer.n_ranks > 1)", ""))
+    elif t.cpu_offload and not on_gpu:
+        out.append(fatal(name, "trainer.cpu_offload moves FSDP2 state off the GPU: it needs CUDA",
+                         "trainer.cpu_offload=false"))
     if not out:
         where = "GPU" if on_gpu else "CPU"
         out.append(ok(name, f"{t.n_ranks} rank(s) on {where}, {t.dtype}"))

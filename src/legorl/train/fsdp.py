@@ -37,6 +37,8 @@ def shard_model(model: torch.nn.Module, dtype: torch.dtype = torch.float32,
     if dtype != torch.float32:
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
     if cpu_offload:
+        if device != "cuda":
+            raise ValueError("trainer.cpu_offload moves FSDP2 state off the GPU: it needs CUDA (set it to false on CPU)")
         kwargs["offload_policy"] = CPUOffloadPolicy()
     for layer in decoder_layers(model):
         fully_shard(layer, **kwargs)
