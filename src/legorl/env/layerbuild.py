@@ -160,6 +160,8 @@ async def ensure_layer(sb: BuildTarget, instructions: list[df.Instruction]) -> P
         await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
         if (final / "meta.json").is_file():  # another trial built it while we waited
             return final
+        for old in root.glob(f".{final.name}.*"):  # a build killed mid-way (we hold the lock)
+            await rootfs.remove(old)
         return await _build_into(sb, instructions, root / f".{final.name}.{uuid.uuid4().hex[:8]}", final)
     finally:
         os.close(lock)
