@@ -73,3 +73,19 @@ async def test_unmappable_from_is_refused_with_the_way_out(make_task, sandbox_ro
     with pytest.raises(SandboxError) as ei:
         await sb.start()
     assert "Dockerfile:1" in str(ei.value) and "backend='docker'" in str(ei.value)
+
+
+async def test_many_trials_of_one_task_build_once(make_task, sandbox_root: Path) -> None:
+    """More concurrent trials than the default thread pool has threads: one build, no deadlock."""
+    import asyncio
+
+    if not rootfs.available(cache_root()):
+        pytest.skip("overlayfs in a user namespace is not available on this kernel")
+    task = make_task(files={"Dockerfile": "FROM ubuntu:24.04\nWORKDIR /app\nRUN sleep 1; cat /proc/sys/kernel/random/uuid > stamp\n"})
+    boxes = [LocalSandbox(task, root_dir=sandbox_root) for _ in range(10)]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(b.start() for b in boxes)), 120)
+        stamps = {(await b.exec("cat stamp")).stdout for b in boxes}
+        assert len(stamps) == 1 and stamps != {""}
+    finally:
+        await asyncio.gather(*(b.stop() for b in boxes))

@@ -25,6 +25,9 @@ from legorl.env.localbuild import BuildTarget, _Build, _copy_into, cache_root, p
 
 log = logging.getLogger(__name__)
 _VERSION = "layer1"  # bump when the layer's layout changes
+# Trials of one process wait for a layer here, not in a thread each: a thread pool full of trials
+# blocked on the file lock would leave none for the build they wait for.
+_BUILDING: dict[tuple[int, str], asyncio.Lock] = {}  # (event loop, layer) -> lock
 
 
 def layer_key(sb: BuildTarget) -> str:
@@ -155,6 +158,14 @@ async def ensure_layer(sb: BuildTarget, instructions: list[df.Instruction]) -> P
     final = root / layer_key(sb)
     if (final / "meta.json").is_file():
         return final
+    async with _BUILDING.setdefault((id(asyncio.get_running_loop()), final.name), asyncio.Lock()):
+        if (final / "meta.json").is_file():
+            return final
+        return await _locked_build(sb, instructions, root, final)
+
+
+async def _locked_build(sb: BuildTarget, instructions: list[df.Instruction], root: Path, final: Path) -> Path:
+    """Builds `final` holding its file lock (other processes building it wait, then reuse it)."""
     lock = os.open(root / f"{final.name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
