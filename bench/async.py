@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -55,6 +56,7 @@ name = "_sleepy_scaffold:SleepyScaffold"
 kwargs = {{turns = {turns}, median_s = {median}, p99_factor = {p99}, seed = {seed}, stream = "bench"}}
 [serving]
 kv_budget_tokens = 16384
+threads_per_replica = {threads}
 [async_training]
 enabled = {enabled}
 {async_keys}
@@ -106,13 +108,15 @@ async def run_mode(mode: str, args: argparse.Namespace, tasks: Path, out: Path) 
     from legorl.models import prepare_model
     from legorl.train import loop
 
-    keys = MODES[mode].format(staleness=args.staleness)
+    kind, _, t = mode.partition("@")  # "sync@2": this mode with 2 engine (and, sync, trainer) threads
+    threads = int(t) if t else args.threads
+    keys = MODES[kind].format(staleness=args.staleness)
     path = out / f"{mode}.toml"
     path.write_text(CONFIG.format(
         mode=mode, out=out / "runs", model=prepare_model(args.model), tasks=tasks, turns=args.turns,
         tokens=args.tokens, concurrency=args.concurrency or (args.staleness + 1) * args.batch * args.n,
-        median=args.median_s, p99=args.p99_factor, seed=args.seed, enabled=str(mode != "sync").lower(),
-        async_keys=keys, n=args.n, batch=args.batch, steps=args.steps))
+        median=args.median_s, p99=args.p99_factor, seed=args.seed, enabled=str(kind != "sync").lower(),
+        async_keys=keys, n=args.n, batch=args.batch, steps=args.steps, threads=threads))
     cfg = load_config(path)
     reset_streams()  # every mode draws the same latencies, in trial start order
     idle = EngineIdle()
@@ -126,6 +130,10 @@ async def run_mode(mode: str, args: argparse.Namespace, tasks: Path, out: Path) 
         return rt
 
     def learn(trainer, kept):
+        if kind == "sync":  # the update runs on this thread; async sizes its own worker thread (loop.py)
+            import torch
+
+            torch.set_num_threads(threads)
         lags.extend(updates[0] - min(vs) for vs in (r.policy_versions() for r in kept) if vs)
         updates[0] += 1
         return orig_learn(trainer, kept)
@@ -137,7 +145,7 @@ async def run_mode(mode: str, args: argparse.Namespace, tasks: Path, out: Path) 
     finally:
         loop.start_runtime, loop.learn = orig_start, orig_learn
     engine_idle = idle.stop()
-    if mode == "sync":
+    if kind == "sync":
         ends = list(_cumsum(h["timing/step_s"] for h in hist))
         trainer_idle = sum(h["timing/rollout_s"] for h in hist) / ends[-1]
     else:
@@ -174,26 +182,31 @@ def _cumsum(xs):
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--batch", type=int, default=2, help="tasks (groups) per step")
     ap.add_argument("--n", type=int, default=4, help="attempts per task")
     ap.add_argument("--turns", type=int, default=3, help="generations per trial (a tool call between two)")
-    ap.add_argument("--tokens", type=int, default=12, help="max new tokens per generation")
+    ap.add_argument("--tokens", type=int, default=6, help="max new tokens per generation")
     ap.add_argument("--staleness", type=int, default=1, help="fully-async staleness bound")
-    ap.add_argument("--concurrency", type=int, default=0, help="trials in flight; 0: (staleness+1) x batch x n")
+    ap.add_argument("--concurrency", type=int, default=0,
+                    help="trials in flight, every mode; 0: (staleness + 1) x batch x n, what the bound admits")
     ap.add_argument("--median-s", type=float, default=2.0)
     ap.add_argument("--p99-factor", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="engine torch threads (the trainer shares torch's pool: run with OMP_NUM_THREADS=1)")
     ap.add_argument("--modes", default="sync,one-step-off,fully-async")
+    ap.add_argument("--keep", default="", help="write the runs (logs, trials) under this directory and keep them")
     args = ap.parse_args()
     modes = args.modes.split(",")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="legorl-bench-async-") as tmp:
-        root = Path(tmp)
+        root = Path(args.keep or tmp)
         tasks = make_tasks(root / "tasks", 8)
         res = {m: await run_mode(m, args, tasks, root) for m in modes}
     print(f"\n{args.steps} steps x {args.batch} tasks x {args.n} attempts, {args.turns} turns x <= {args.tokens} "
           f"tokens, model {args.model}, concurrency {args.concurrency or (args.staleness + 1) * args.batch * args.n}, "
+          f"engine threads {args.threads} (mode@N: N), "
           f"tool latency lognormal median {args.median_s:g} s sigma {lognormal_sigma(args.p99_factor):.3f} "
           f"(p99 {args.p99_factor:g}x median), seed {args.seed}, fully-async staleness {args.staleness}; "
           f"bench wall {time.perf_counter() - t0:.0f} s")
@@ -203,17 +216,35 @@ async def main() -> None:
     for k in keys:
         print(f"{k:22}" + "".join(f"{res[m][k]:14.2f}" for m in modes))
     print(f"{'staleness histogram':22}" + "".join(f"{_hist(res[m]['lags']):>14}" for m in modes))
-    if "sync" in res:
-        s = res["sync"]
+    if modes[0].startswith("sync"):
+        s = res[modes[0]]
         r, t = s["trial_mean_s"], s["train_s_per_step"]
         tail = s["rollout_s_per_step"] / max(r, 1e-9)
         print(f"workload limit: R={r:.1f} s (mean trial), T={t:.1f} s (train+sync per step), tail={tail:.2f} "
               f"(sync rollout / R): (R+T)/max(R,T) x tail = {(r + t) / max(r, t) * tail:.2f}x; "
               f"(tail R + T)/max(R,T) = {(tail * r + t) / max(r, t):.2f}x")
-        for m in modes[1:] if modes[0] == "sync" else []:
+        for m in modes[1:]:
             a = res[m]
-            print(f"{m} / sync trials per hour: {a['trials_per_hour'] / s['trials_per_hour']:.2f}x "
+            print(f"{m} / {modes[0]} trials per hour: {a['trials_per_hour'] / s['trials_per_hour']:.2f}x "
                   f"(after the first step: {a['after_first_per_hour'] / s['after_first_per_hour']:.2f}x)")
+    await _drain_leftovers()
+
+
+async def _drain_leftovers() -> None:
+    """Tasks a run left behind (a trial's cleanup that ignores its cancel) must not hang the bench's exit."""
+    left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    if not left:
+        return
+    print(f"{len(left)} task(s) left after the runs: "
+          + ", ".join(sorted({getattr(t.get_coro(), "__qualname__", "?") for t in left})), file=sys.stderr)
+    for t in left:
+        t.cancel()
+    _, pending = await asyncio.wait(left, timeout=15)
+    if pending:
+        print(f"{len(pending)} still running 15 s after cancel: exiting without waiting for them", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _hist(lags: list[int]) -> str:
