@@ -163,7 +163,7 @@ class ProxySection(Section):
 
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
     """Largest request body, as sent and once decoded (gzip/deflate): over it, a 413."""
-    large_body_bytes: int = Field(1024 * 1024, ge=1024)
+    large_body_bytes: int = Field(256 * 1024, ge=1024)
     """Bodies over this (and every compressed one) are parsed and tokenized on a worker thread, a few at a time."""
     max_concurrent_large_bodies: int = Field(2, ge=1)
     """Large bodies being read, parsed and tokenized at once; others wait (each may cost ~10x its size in RAM)."""
