@@ -32,7 +32,6 @@ from legorl.serving.types import (
 )
 
 GREEDY_BELOW = 1e-5  # temperatures under this are sampled greedily (as vLLM does)
-CHARS_MARGIN = 4  # slack on the characters-per-token bound (normalizers, templates that re-render history)
 Finish = Literal["stop", "length", "tool_calls", "stop_sequence"]
 
 
@@ -87,7 +86,7 @@ class Capture:
         retry of that branch instead of a duplicate. A plan made on a worker thread while another call
         committed (the session's epoch moved) is made again."""
         window = self.manager.max_model_len
-        max_chars = window * self.renderer.max_token_chars * CHARS_MARGIN
+        max_chars = int(window * self.renderer.max_token_chars * self.renderer.chars_margin)
         while True:
             epoch = session.epoch
             try:

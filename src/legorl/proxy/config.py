@@ -17,7 +17,7 @@ class ProxyConfig:
     recompute_on_rewrite: bool = True  # score rewritten history with prompt_logprobs
     capture_routing: bool = True  # ask for MoE routed experts (dense models return none)
     max_body_bytes: int = 32 * 1024 * 1024
-    large_body_bytes: int = 1024 * 1024  # bodies above this: parsed/tokenized on a worker thread, a few at a time
+    large_body_bytes: int = 256 * 1024  # bodies above this: parsed/tokenized on a worker thread, a few at a time
     max_concurrent_large_bodies: int = 2
     default_max_tokens: int = 1024  # calls without max_tokens: min(this, room left in window)
     clamp_max_tokens: bool = False  # cap max_tokens at the room left instead of a context-length 400

@@ -14,6 +14,8 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import zlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -27,6 +29,20 @@ from legorl.proxy.config import ProxyConfig
 from legorl.proxy.errors import ProxyError
 
 T = TypeVar("T")
+
+
+def _malloc_trim() -> None:
+    """Hand the heap pages a large body's parse and tokenization freed back to the OS (glibc keeps
+    them otherwise: RSS would stay at its high-water mark)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+try:
+    _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+except (OSError, AttributeError):  # not glibc
+    _LIBC = None
 
 
 class Lane:
@@ -50,6 +66,7 @@ class Lane:
         if self._slot is not None:
             self._slot.release()
             self._slot = None
+            asyncio.get_running_loop().run_in_executor(None, _malloc_trim)
 
 
 INLINE = Lane()

@@ -35,8 +35,12 @@ class ChatRenderer:
         self.special_texts = tuple(sorted({added[i].content for i in added if i in self.special_ids}, key=len))
         self._prompts: dict[str, str] = {}
         # the most characters one token can stand for (a token's text is never shorter than what it
-        # decodes to): a prompt over window * this many characters cannot fit, whatever it says
+        # decodes to): a prompt over window * this many characters cannot fit, whatever it says. A
+        # normalizer may shrink the text first (e.g. NFC composes characters): then allow 4x.
         self.max_token_chars = max((len(t) for t in tokenizer.get_vocab()), default=1)
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        normalizer = getattr(backend, "normalizer", None) if backend is not None else True
+        self.chars_margin = 1.25 if normalizer is None else 4.0
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
         self._compiled = _compiled_template(tokenizer)
         self._template_kwargs = dict(getattr(tokenizer, "special_tokens_map", {}) or {})
