@@ -166,7 +166,7 @@ class ProxySection(Section):
     large_body_bytes: int = Field(256 * 1024, ge=1024)
     """Bodies over this (and every compressed one) are parsed and tokenized on a worker thread, a few at a time."""
     max_concurrent_large_bodies: int = Field(2, ge=1)
-    """Large bodies being read, parsed and tokenized at once; others wait (each may cost ~10x its size in RAM)."""
+    """Large bodies read, parsed and tokenized at once; others wait (tokenizing costs ~400 B of RAM per token)."""
     default_max_tokens: int = Field(1024, ge=1)
     """Output cap of a call that sends no `max_tokens` (or null), at most the room left in the context window."""
     session_idle_ttl_sec: float | None = Field(3600.0, gt=0.0)
