@@ -32,6 +32,9 @@ REJECTED = {
 _MAPPABLE = re.compile(r"(^|[/_-])(debian|ubuntu|python|buildpack-deps)([:@/_-]|$)|(^|/)ubuntu-\d", re.I)
 
 
+_WARNED: set[tuple[str, str]] = set()
+
+
 def map_from(image: str) -> str:
     """The note that says how the local backend stands in for `image`; ValueError when it cannot."""
     name = image.split("@")[0]
@@ -138,7 +141,10 @@ def parse(path: Path) -> list[Instruction]:
                 raise DockerfileError(path, lineno, line, "multi-stage builds are not supported")
             seen_from = True
             try:
-                log.warning("%s:%d: %s", path, lineno, map_from(args.split()[0] if args else ""))
+                note = map_from(args.split()[0] if args else "")
+                if (str(path), note) not in _WARNED:  # once per Dockerfile per process, not per trial
+                    _WARNED.add((str(path), note))
+                    log.warning("%s:%d: %s", path, lineno, note)
             except ValueError as e:
                 raise DockerfileError(path, lineno, line, str(e)) from None
             out.append(ins)

@@ -26,7 +26,11 @@ def validate_cmd(
     strict: bool = typer.Option(False, help="Treat unknown task.toml keys as errors (default: WARN)."),
 ) -> None:
     """Check task dirs; print every problem and warning (one per line); exit 2 if there are errors."""
+    import logging
+
     from legorl.tasks.loader import collect_tasks
+
+    logging.getLogger("legorl.tasks.taskdir").setLevel(logging.ERROR)  # warnings are printed below
 
     total, problems = 0, []
     for path in paths:
