@@ -46,6 +46,9 @@ def test_eval_oracle_and_noop_over_harbor_feature_tasks(tmp_path: Path, monkeypa
     assert "refused" in r.output and "broken-schema" in r.output  # reported, the others still ran
     got = _trials(tmp_path / "oracle")
     assert set(got) == {"apt-pip-user", "schema-features", "missing-verifier-tool"}
+    offline = ("Temporary failure resolving", "Could not resolve", "Network is unreachable", "Failed to establish")
+    if any(m in (got["apt-pip-user"].get("reason") or "") for m in offline):
+        pytest.skip("apt/PyPI registries unreachable from this machine (the build needs them)")
     assert (got["apt-pip-user"]["outcome"], got["apt-pip-user"]["reward"]) == ("solved", 1.0), got["apt-pip-user"]
     sf = got["schema-features"]
     assert (sf["outcome"], sf["reward"]) == ("solved", 1.0), sf
