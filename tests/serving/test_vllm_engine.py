@@ -160,6 +160,26 @@ async def test_bad_input_raises_clear_errors(engine):
     assert len(near.token_ids) == 3 and near.finish_reason == "length"  # capped at the context
 
 
+async def test_extreme_sampling_and_refused_calls_fail_alone(engine, smollm_dir):
+    """Hostile but valid sampling values reach vLLM bounded (no NaN for the batch); a call vLLM refuses
+    (a seed past int64, a temperature over 2) is that call's InvalidRequestError; a long call running
+    beside them completes."""
+    ids = prompt(smollm_dir)
+    long = asyncio.create_task(engine.generate(GenerateRequest(ids, sp(max_tokens=64, ignore_eos=True, seed=3))))
+    await wait_generating(engine)
+    odd = [sp(top_p=1e-300), sp(temperature=1e20), sp(temperature=1e308, top_p=5e-324), sp(top_k=2**62)]
+    results = await asyncio.gather(*(engine.generate(GenerateRequest(ids, p)) for p in odd),
+                                   engine.generate(GenerateRequest(ids, sp(seed=2**64))), return_exceptions=True)
+    out = await long
+    assert len(out.token_ids) == 64 and out.finish_reason == "length"
+    for i, r in enumerate(results[:-1]):
+        if i in (1, 2) and isinstance(r, InvalidRequestError):  # vLLM 0.32 takes temperatures in [0, 2] only
+            assert "temperature" in str(r)
+            continue
+        assert not isinstance(r, BaseException) and r.token_ids and all(abs(x) < 1e9 for x in r.logprobs), r
+    assert isinstance(results[-1], InvalidRequestError), results[-1]
+
+
 async def test_weight_update_serves_exactly_the_new_weights(engine, server, smollm_dir, model):
     ids = prompt(smollm_dir, n_words=4)
     before = await engine.prompt_logprobs(ids)
