@@ -19,7 +19,7 @@ def test_auto_is_cpu_here_and_cuda_is_refused_with_a_reason():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     assert resolve_device("auto") == torch.device("cpu")
-    with pytest.raises(DeviceUnavailableError, match="trainer.device"):
+    with pytest.raises(DeviceUnavailableError, match=r"trainer\.device"):
         resolve_device("cuda")
 
 

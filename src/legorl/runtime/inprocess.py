@@ -22,7 +22,7 @@ from legorl.proxy import ProxyConfig
 from legorl.rundir import RunDir
 from legorl.runtime.stack import PolicyServer
 from legorl.serving.launch import EngineSpec
-from legorl.serving.types import Engine
+from legorl.serving.types import Engine, EngineStats
 from legorl.workers.config import WorkerConfig, worker_config
 from legorl.workers.endpoints import DirectEndpoints, EndpointProvider, NoEndpoints, ProxyEndpoints
 from legorl.workers.runner import WorkerRunner
@@ -108,6 +108,9 @@ class InProcessRuntime:
 
     async def partial_counters(self) -> dict[str, int]:
         return self.server.partial_counters() if self.server is not None else {}
+
+    async def engine_stats(self) -> list[EngineStats]:
+        return [e.stats() for e in self.engines]
 
     async def close(self) -> None:
         if self.server is not None:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from legorl.config.sections import RunConfig
 from legorl.rundir import RunDir
+from legorl.serving.types import EngineStats
 from legorl.trial import TrialResult, TrialSpec
 from legorl.workers.runner import OnDone
 
@@ -62,6 +63,9 @@ class RolloutActor:
 
     async def partial_counters(self) -> dict[str, int]:
         return await self.runtime.partial_counters()
+
+    async def engine_stats(self) -> list[Any]:
+        return await self.runtime.engine_stats()
 
     async def close(self) -> None:
         if self.runtime is not None:
@@ -152,6 +156,9 @@ class RayRuntime:
 
     async def partial_counters(self) -> dict[str, int]:
         return await self.actor.partial_counters.remote()
+
+    async def engine_stats(self) -> list[EngineStats]:
+        return await self.actor.engine_stats.remote()
 
     async def close(self) -> None:
         import ray

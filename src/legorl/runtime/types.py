@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
+from legorl.serving.types import EngineStats
 from legorl.serving.weight_sync import WeightTarget
 from legorl.workers.runner import TrialRunner
 
@@ -33,6 +34,10 @@ class Runtime(Protocol):
 
     async def partial_counters(self) -> dict[str, int]:
         """Partial-rollout counters (`resumed`, `partial`); empty when partial rollout is off."""
+        ...
+
+    async def engine_stats(self) -> list[EngineStats]:
+        """Each replica's counters now (cumulative: the step's time budget takes differences)."""
         ...
 
     async def close(self) -> None: ...

@@ -137,6 +137,8 @@ class EngineStats:
     preemptions: int
     requests_finished: int
     paused: bool
+    prefill_s: float = 0.0  # seconds spent computing prefills (embedded engine; 0 where unknown)
+    decode_s: float = 0.0  # seconds spent in decode steps
 
 
 @runtime_checkable

@@ -20,12 +20,14 @@ from typing import Any
 
 from legorl.config.sections import RunConfig
 from legorl.models.store import resolve_model
+from legorl.ops.looplag import LoopLagMonitor
 from legorl.ops.progress import PhaseProgress
 from legorl.rundir import RunDir
 from legorl.runtime.types import Runtime
 from legorl.serving.weight_sync import WeightSync
 from legorl.tasks.model import Task
 from legorl.tasks.split import load_task_split
+from legorl.train.budget import engine_budget, loop_budget, trial_budget
 from legorl.train.build import build_trainer
 from legorl.train.rollouter import Rollouter
 from legorl.train.sampler import TaskSampler
@@ -113,27 +115,35 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
                       bar: PhaseProgress) -> None:
     """Roll out a batch, update on it, push the weights: every trial of a step sees the same weights."""
     trajectory_filter = TrajectoryFilter()
-    for step in range(start.step, cfg.trainer.total_steps + 1):
-        t0 = time.perf_counter()
-        tasks = sampler.next_batch(cfg.trainer.train_batch_size)
-        tag = f"step_{step}"
-        specs = trial_specs(tasks, cfg.algorithm.n_resp_per_prompt, step, tag)
-        results = await collect(runtime.runner, specs, cfg.rollout.temperature, tag, bar)
-        t_roll = time.perf_counter() - t0
-        kept, fstats = trajectory_filter(results)
-        metrics = learn(trainer, kept)
-        if not metrics.get("actor/skipped"):
-            metrics["timing/weight_sync_s"] = await push_weights(runtime, sync, trainer)
-            metrics["weight_sync/bytes"] = float(sync.last_bytes)
-            metrics["weight_version"] = float(sync.version)
-        metrics.update(rollout_metrics(results, fstats))
-        metrics["timing/rollout_s"] = t_roll
-        if validation_due(cfg, step):
-            metrics.update(await validate(runtime.runner, cfg, val_tasks, step, bar))
-        metrics["timing/step_s"] = time.perf_counter() - t0
-        log(step, metrics)
-        if checkpoint_due(cfg, step):
-            save(run_dir, step, trainer, sampler, sync.version)
+    lag = LoopLagMonitor().start()
+    try:
+        for step in range(start.step, cfg.trainer.total_steps + 1):
+            t0 = time.perf_counter()
+            tasks = sampler.next_batch(cfg.trainer.train_batch_size)
+            tag = f"step_{step}"
+            specs = trial_specs(tasks, cfg.algorithm.n_resp_per_prompt, step, tag)
+            engines_before, _ = await runtime.engine_stats(), lag.take()  # (lag of the previous update: dropped)
+            results = await collect(runtime.runner, specs, cfg.rollout.temperature, tag, bar)
+            t_roll = time.perf_counter() - t0
+            budget = {**engine_budget(engines_before, await runtime.engine_stats(), t_roll),
+                      **trial_budget(results), **loop_budget(lag.take())}
+            kept, fstats = trajectory_filter(results)
+            metrics = learn(trainer, kept)
+            if not metrics.get("actor/skipped"):
+                metrics["timing/weight_sync_s"] = await push_weights(runtime, sync, trainer)
+                metrics["weight_sync/bytes"] = float(sync.last_bytes)
+                metrics["weight_version"] = float(sync.version)
+            metrics.update(rollout_metrics(results, fstats))
+            metrics["timing/rollout_s"] = t_roll
+            metrics.update(budget)
+            if validation_due(cfg, step):
+                metrics.update(await validate(runtime.runner, cfg, val_tasks, step, bar))
+            metrics["timing/step_s"] = time.perf_counter() - t0
+            log(step, metrics)
+            if checkpoint_due(cfg, step):
+                save(run_dir, step, trainer, sampler, sync.version)
+    finally:
+        await lag.stop()
 
 
 def _trainer_threads(cfg: RunConfig) -> int | None:

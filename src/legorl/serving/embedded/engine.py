@@ -98,7 +98,7 @@ class EmbeddedEngine:
         self._closed = False
         self._paused = False
         self._counters = dict.fromkeys(
-            ["prefill_computed", "prefill_cached", "generated", "preemptions", "finished"], 0
+            ["prefill_computed", "prefill_cached", "generated", "preemptions", "finished", "prefill_s", "decode_s"], 0
         )
         self._release_caller_omp()  # the probe forward above started one on this thread
 
@@ -187,7 +187,7 @@ class EmbeddedEngine:
             kv_cache_usage=self.pool.usage(), kv_budget_tokens=self.pool.num_blocks * self.block_size,
             prefill_tokens_computed=c["prefill_computed"], prefill_tokens_cached=c["prefill_cached"],
             generated_tokens=c["generated"], preemptions=c["preemptions"], requests_finished=c["finished"],
-            paused=self._paused,
+            paused=self._paused, prefill_s=c["prefill_s"], decode_s=c["decode_s"],
         )
 
     async def close(self) -> None:
@@ -352,10 +352,14 @@ class EmbeddedEngine:
             head = self._waiting[0]
             # a pending barrier or pause holds new work, but preempted requests still finish
             if head.num_generated > 0 or not (self._barriers or self._paused):
+                t0 = time.perf_counter()
                 admitted = self._admit(head)
+                self._counters["prefill_s"] += time.perf_counter() - t0
         decoding = [s for s in self._running if s.num_computed == len(s.tokens) - 1]
         if decoding:
+            t0 = time.perf_counter()
             self._decode(decoding)
+            self._counters["decode_s"] += time.perf_counter() - t0
         return admitted or bool(decoding) or bool(self._barriers)
 
     def _admit(self, seq: Sequence) -> bool:

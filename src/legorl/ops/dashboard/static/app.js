@@ -105,6 +105,11 @@
     const tim = $("#timing .charts");
     tim.innerHTML = "";
     chart(tim, "timing/* (s)", pick(/^timing\//), "train");
+    // the step's time budget (train/budget.py): trial phases, engine rates and busy share, loop lag
+    const budget = [["budget/trial/* median (s)", /^budget\/trial\/.*_p50_s$/],
+      ["budget/engine/* tok/s", /^budget\/engine\/.*_tok_s$/], ["budget/engine/busy_share", /^budget\/engine\/busy_share$/],
+      ["budget/loop_lag/* (s)", /^budget\/loop_lag\//]];
+    for (const [title, re] of budget) if (pick(re).length) chart(tim, title, pick(re), "train");
     renderValidation(pick(/^val\//));
   }
 
