@@ -32,7 +32,7 @@ REJECTED = {
 _MAPPABLE = re.compile(r"(^|[/_-])(debian|ubuntu|python|buildpack-deps)([:@/_-]|$)|(^|/)ubuntu-\d", re.I)
 
 
-_WARNED: set[tuple[str, str]] = set()
+_WARNED: set[str] = set()
 
 
 def map_from(image: str) -> str:
@@ -142,9 +142,9 @@ def parse(path: Path) -> list[Instruction]:
             seen_from = True
             try:
                 note = map_from(args.split()[0] if args else "")
-                if (str(path), note) not in _WARNED:  # once per Dockerfile per process, not per trial
-                    _WARNED.add((str(path), note))
-                    log.warning("%s:%d: %s", path, lineno, note)
+                if note not in _WARNED:  # once per image per process: a task set shares a few images
+                    _WARNED.add(note)
+                    log.warning("%s:%d: %s (said once per image)", path, lineno, note)
             except ValueError as e:
                 raise DockerfileError(path, lineno, line, str(e)) from None
             out.append(ins)
