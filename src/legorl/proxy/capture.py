@@ -106,6 +106,7 @@ class Capture:
                 raise ProxyError(404, "session closed")
             ev = session.busy.get(_busy_key(plan))
             if ev is not None:
+                lane.release()  # never hold a large-body slot while another call generates
                 await ev.wait()
                 if session.closed:
                     raise ProxyError(404, "session closed")

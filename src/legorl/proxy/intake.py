@@ -46,23 +46,20 @@ except (OSError, AttributeError):  # not glibc
 
 
 class Lane:
-    """One request's way through parsing and planning: inline, or (large) on a worker thread while it
-    holds a large-body slot."""
+    """One request's way through parsing and planning: inline, or (large) on a worker thread, holding a
+    large-body slot until `release`."""
 
     def __init__(self, slot: asyncio.Semaphore | None = None):
         self._slot = slot
-
-    @property
-    def large(self) -> bool:
-        return self._slot is not None
+        self.large = slot is not None
 
     async def offload(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._slot is None:
+        if not self.large:
             return fn(*args)
         return await asyncio.to_thread(fn, *args)
 
     def release(self) -> None:
-        """Give the large-body slot back (idempotent); later work runs inline."""
+        """Give the large-body slot back (idempotent); later work still runs on a thread."""
         if self._slot is not None:
             self._slot.release()
             self._slot = None
