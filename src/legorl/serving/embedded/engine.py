@@ -25,6 +25,7 @@ import torch
 
 from legorl.models.moe import RoutingRecorder
 from legorl.serving.embedded.blocks import BlockPool, chain_hashes
+from legorl.serving.embedded.checks import check_ids, check_request, copy_weights
 from legorl.serving.embedded.omp import release_idle_workers
 from legorl.serving.embedded.runner import ModelRunner, model_device, probe_kv_dims
 from legorl.serving.embedded.sampler import sample_rows
@@ -206,28 +207,12 @@ class EmbeddedEngine:
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _check_ids(self, ids: list[int]) -> None:
-        if any(not isinstance(t, int) or t < 0 or t >= self.vocab_size for t in ids):
-            raise InvalidRequestError(f"token ids must be integers in [0, {self.vocab_size})")
+        check_ids(ids, self.vocab_size)
 
     def _validate(self, request: GenerateRequest) -> None:
         if self._closed:
             raise EngineClosedError("engine is closed")
-        request.sampling.validate()
-        ids = request.prompt_ids
-        if not ids:
-            raise InvalidRequestError("empty prompt: at least one token is required")
-        self._check_ids(ids)
-        if len(ids) >= self.max_model_len:
-            raise ContextLengthError(
-                f"prompt of {len(ids)} tokens leaves no room in the model's context of {self.max_model_len}",
-                len(ids), self.max_model_len,
-            )
-        budget = self.pool.num_blocks * self.block_size
-        if len(ids) + 1 > budget:
-            raise ContextLengthError(
-                f"prompt of {len(ids)} tokens exceeds the KV budget of {budget} tokens (raise kv_budget_tokens)",
-                len(ids), budget,
-            )
+        check_request(request, self.vocab_size, self.max_model_len, self.pool.num_blocks * self.block_size)
 
     def _submit(self, cmd: tuple[Any, ...]) -> None:
         self._commands.put(cmd)
@@ -515,16 +500,7 @@ class EmbeddedEngine:
 
     def _apply_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
         """Validate every tensor first, then copy in place: a bad update changes nothing."""
-        params = dict(self.model.state_dict())
-        unknown = [k for k in state_dict if k not in params]
-        if unknown:
-            raise ValueError(f"update_weights: unknown parameter names {unknown[:5]}")
-        for k, t in state_dict.items():
-            if tuple(t.shape) != tuple(params[k].shape):
-                raise ValueError(f"update_weights: {k} has shape {tuple(t.shape)}, expected {tuple(params[k].shape)}")
-        with torch.no_grad():
-            for k, t in state_dict.items():
-                params[k].copy_(t)
+        copy_weights(self.model, state_dict)
         self.pool.clear_cache()
         self.runner.invalidate()
         self._version = int(version)
