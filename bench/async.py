@@ -97,9 +97,10 @@ class EngineIdle:
         self.engines = list(engines)
         self._task = asyncio.create_task(self._poll())
 
-    def stop(self) -> float:
+    async def stop(self) -> float:
         if self._task is not None:
             self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
         return 1.0 - self.busy / max(self.total, 1)
 
 
@@ -144,7 +145,7 @@ async def run_mode(mode: str, args: argparse.Namespace, tasks: Path, out: Path) 
                                 progress=False)
     finally:
         loop.start_runtime, loop.learn = orig_start, orig_learn
-    engine_idle = idle.stop()
+    engine_idle = await idle.stop()
     if kind == "sync":
         ends = list(_cumsum(h["timing/step_s"] for h in hist))
         trainer_idle = sum(h["timing/rollout_s"] for h in hist) / ends[-1]
