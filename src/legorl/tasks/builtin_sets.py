@@ -1,7 +1,7 @@
 """Task sets shipped inside the package (`src/legorl/tasks/builtin/<set>/<task>/`).
 
 They give every install something to train and evaluate on without a download: `shell-basics`
-for small models, `py-bugfix` (SWE-bench style) for real agents.
+for small models, `shell-multistep` (read the sandbox, then act: multi-turn), `py-bugfix` (SWE-bench style) for real agents.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from legorl.tasks.taskdir import TaskValidationError, collect_dirs, errors, find
 BUILTIN_ROOT = Path(__file__).parent / "builtin"
 DESCRIPTIONS = {
     "shell-basics": "one-command terminal tasks (files, text tools, tiny scripts); for small models",
+    "shell-multistep": "look-then-act terminal tasks: the answer is in the sandbox (seeded hidden values)",
     "py-bugfix": "small Python repos with failing pytest suites (fail-to-pass + pass-to-pass)",
 }
 

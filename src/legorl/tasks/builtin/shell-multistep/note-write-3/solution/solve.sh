@@ -1,0 +1,5 @@
+#!/bin/bash
+# Oracle for shell-multistep/note-write-3: what a solver types after reading the sandbox (answer inlined).
+set -euo pipefail
+cd /app
+echo G6SEV2 > /app/access.txt

@@ -1,0 +1,5 @@
+"""Small helpers."""
+
+
+def cuont_up(items):
+    return sum(int(x) for x in items)

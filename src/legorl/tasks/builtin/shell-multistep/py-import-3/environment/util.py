@@ -1,0 +1,5 @@
+"""Small helpers."""
+
+
+def add_al(items):
+    return sum(int(x) for x in items)
