@@ -108,6 +108,9 @@ class FakeRuntime:
     def syncing(self):
         return contextlib.nullcontext()
 
+    async def engine_stats(self):
+        return []
+
     async def partial_counters(self):
         return {}
 

@@ -81,6 +81,9 @@ class Runtime:
     def syncing(self):
         return contextlib.nullcontext()
 
+    async def engine_stats(self):
+        return []
+
     async def partial_counters(self):
         return {}
 

@@ -181,6 +181,8 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
     rollouter.start()
     t_run = time.perf_counter()
     since_sync = 0
+    lag = LoopLagMonitor().start()
+    engines_before = await runtime.engine_stats()
     try:
         for step in range(start.step, cfg.trainer.total_steps + 1):
             rollouter.step = step
@@ -193,6 +195,7 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
             since_sync += 1
             if since_sync >= every or step == cfg.trainer.total_steps:
                 metrics["timing/weight_sync_s"] = await push_weights(runtime, sync, trainer, actor_version, mode)
+                metrics["weight_sync/bytes"] = float(sync.last_bytes)
                 rollouter.wake()
                 since_sync = 0
             metrics["weight_version"] = float(sync.version)
@@ -206,6 +209,11 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
                 metrics["fully_async/partial/resumed_total"] = float(counters["resumed"])
             metrics["fully_async/trainer/idle_s"] = bstats.wait_s
             metrics["fully_async/trainer/idle_ratio"] = bstats.wait_s / max(bstats.wait_s + busy, 1e-9)
+            engines_now = await runtime.engine_stats()  # the step's budget: engines, trial phases, loop lag
+            metrics.update(engine_budget(engines_before, engines_now, time.perf_counter() - t0))
+            metrics.update(trial_budget(results))
+            metrics.update(loop_budget(lag.take()))
+            engines_before = engines_now
             if validation_due(cfg, step):
                 metrics.update(await validate(runtime.runner, cfg, val_tasks, step, bar))
             metrics["timing/step_s"] = time.perf_counter() - t0
@@ -214,4 +222,5 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
             if checkpoint_due(cfg, step):
                 save(run_dir, step, trainer, sampler, actor_version)
     finally:
+        await lag.stop()
         await rollouter.stop()
