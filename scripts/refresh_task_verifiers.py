@@ -5,8 +5,8 @@
     .venv/bin/python scripts/refresh_task_verifiers.py --check    # report only; exit 1 when stale
 
 The built-in task sets are data: the committed directories under src/legorl/tasks/builtin/<set>/
-are their single source of truth, edited in place like any Harbor task (there is no generator to
-rerun, so none lives here). The one derived part is the verifier code that `legorl tasks convert`
+are their single source of truth, edited in place like any Harbor task (except shell-multistep,
+which scripts/gen_shell_multistep.py generates). The one derived part is the verifier code that `legorl tasks convert`
 copies into every converted task (tests/test.sh, tests/grading/): after changing the converter or
 src/legorl/tasks/_verifier/, run this and commit the result (tests/tasks/test_builtin.py fails until
 you do). Tasks without tests/config.json (not converted, e.g. shell-basics) are left alone.

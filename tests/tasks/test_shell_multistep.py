@@ -51,6 +51,14 @@ def test_set_shape():
         assert len({oracle_text(t).split("\ncd /app\n")[1] for t in tasks}) == len(tasks), f"{kind}: same answer"
 
 
+def test_loads_as_train_set():
+    from legorl.config.sections import TasksSection
+    from legorl.tasks.split import load_task_split
+
+    train, val = load_task_split(TasksSection(train="builtin:shell-multistep"))
+    assert len(train) + len(val) == len(TASKS) and val and {t.id for t in train}.isdisjoint(t.id for t in val)
+
+
 def test_generator_reproduces_committed_set(tmp_path):
     run = [sys.executable, str(GENERATOR), "--check"]
     r = subprocess.run(run, capture_output=True, text=True, timeout=120)

@@ -1,7 +1,8 @@
 """Task sets shipped inside the package (`src/legorl/tasks/builtin/<set>/<task>/`).
 
 They give every install something to train and evaluate on without a download: `shell-basics`
-for small models, `shell-multistep` (read the sandbox, then act: multi-turn), `py-bugfix` (SWE-bench style) for real agents.
+for small models, `shell-multistep` (read the sandbox, then act: multi-turn), `py-bugfix`
+(SWE-bench style) for real agents.
 """
 
 from __future__ import annotations
