@@ -47,6 +47,32 @@ def content_is(path: str, value: str) -> str:
             f"|| fail '{path} holds {value}'")
 
 
+def cat_create(rng: random.Random, n: int) -> list[Spec]:
+    """The easiest kind: the look command is in the instruction; only its output is hidden."""
+    specs = []
+    for i, word in enumerate(rng.sample(WORDS, n), 1):
+        name = f"{word}{rng.randint(1, 9)}.txt"
+        specs.append(Spec("cat-create", i, "easy",
+                          "Run `cat /app/name.txt`: it prints the name of a file. Create an empty file "
+                          "with that name in /app.",
+                          {"name.txt": name + "\n"}, [f"[ -f {name} ] || fail '{name} exists'"],
+                          [f"touch /app/{name}"], blind=["touch /app/name.txt", "touch /app/file.txt"]))
+    return specs
+
+
+def cat_number(rng: random.Random, n: int) -> list[Spec]:
+    """Easy: the number is in a sentence, so copying the file is not the answer."""
+    specs = []
+    for i, num in enumerate(rng.sample(range(100, 999), n), 1):
+        specs.append(Spec("cat-number", i, "easy",
+                          "Run `cat /app/code.txt` to see a sentence with a number in it. Write just that "
+                          "number into /app/answer.txt.",
+                          {"code.txt": f"The code is {num}.\n"}, [content_is("answer.txt", str(num))],
+                          [f"echo {num} > /app/answer.txt"],
+                          blind=["cp /app/code.txt /app/answer.txt", "echo 42 > /app/answer.txt"]))
+    return specs
+
+
 def note_create(rng: random.Random, n: int) -> list[Spec]:
     words, people = rng.sample(WORDS, n), rng.sample(PEOPLE, n)
     specs = []
@@ -314,6 +340,8 @@ def py_import(rng: random.Random, n: int) -> list[Spec]:
 
 
 KINDS: dict[str, Callable[[random.Random, int], list[Spec]]] = {
+    "cat-create": cat_create,
+    "cat-number": cat_number,
     "note-create": note_create,
     "note-write": note_write,
     "config-read": config_read,
