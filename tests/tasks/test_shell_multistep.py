@@ -1,7 +1,7 @@
 """builtin:shell-multistep: every task needs the sandbox read first.
 
-Per task (all of them, one test per kind), in one real sandbox session (legorl.env's local backend and verifier): doing nothing
-scores 0, each blind command scores 0 (every sibling variant's oracle: the memorised answer of the
+Per task (all of them, one test per kind), in one real sandbox session (legorl.env's local backend
+and verifier): doing nothing scores 0, each blind command scores 0 (every sibling variant's oracle: the memorised answer of the
 same kind, plus the task's naive `blind_commands`), and the oracle scores 1. /app is restored from
 a pristine copy between attempts, so each one starts from the task's initial state.
 """
@@ -28,7 +28,7 @@ TASKS = load_builtin("shell-multistep")
 BY_KIND: dict[str, list[Task]] = defaultdict(list)
 for _t in TASKS:
     BY_KIND[_t.metadata["kind"]].append(_t)
-RESTORE = "find /app -mindepth 1 -delete && cp -a /tmp/pristine/. /app/"
+RESTORE = "{ find /app -mindepth 1 -delete && cp -a /tmp/pristine/. /app/; } || exit 99"
 
 
 def oracle_text(task: Task) -> str:
@@ -80,19 +80,19 @@ async def _rewards(task: Task) -> dict[str, float | None]:
         assert res.ok, f"{task.id}: {res.outcome} {res.reason}"
         return res.reward
 
-    async def sh(cmd: str) -> None:
+    async def sh(cmd: str) -> int:
         await enter_phase(sb, "agent")
-        await sb.exec(cmd, cwd="/app", timeout=30)
+        return (await sb.exec(cmd, cwd="/app", timeout=30)).exit_code
 
     sb = make_sandbox(task)
     await sb.start()
     try:
-        await sh("cp -a /app /tmp/pristine")
+        assert await sh("cp -a /app /tmp/pristine") == 0
         rewards = {"no-op": await score()}
         for label, cmd in blind_commands(task):
-            await sh(f"{RESTORE}\n{cmd}")
+            assert await sh(f"{RESTORE}\n{cmd}") != 99, f"{task.id}: could not restore /app"
             rewards[label] = await score()
-        await sh(RESTORE)
+        assert await sh(RESTORE) == 0
         res = await run_oracle(sb, task)
         assert res.ok, f"{task.id}: solve.sh exited {res.exit_code}: {res.stderr[-300:]}"
         rewards["oracle"] = await score()
