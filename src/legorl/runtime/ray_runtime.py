@@ -75,6 +75,8 @@ class RolloutActor:
 class RayEngine:
     """Driver-side handle on the actor's replicas: what `WeightSync` needs of an engine."""
 
+    accepts_weight_buckets = True  # the actor hands each bucket to its embedded engines
+
     def __init__(self, actor: Any, version: int):
         self.actor = actor
         self._version = version

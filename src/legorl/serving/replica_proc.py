@@ -120,6 +120,7 @@ async def _serve(conn: Any, model: str, kwargs: dict[str, Any]) -> None:
 
 # -- client side ------------------------------------------------------------------------------------
 class ProcessReplica:
+    accepts_weight_buckets = True  # forwarded to an EmbeddedEngine, which takes partial updates
     """Client for one engine process. Implements `legorl.serving.types.Engine`."""
 
     def __init__(self, proc: Any, conn: Any, info: dict[str, Any], probe_timeout_s: float = 2.0):

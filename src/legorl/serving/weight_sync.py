@@ -20,7 +20,11 @@ Producer = Callable[[Callable[[Bucket], None]], int]
 
 
 class WeightTarget(Protocol):
-    """What a weight sync needs of a replica (an `Engine`, or a handle on a remote one)."""
+    """What a weight sync needs of a replica (an `Engine`, or a handle on a remote one).
+
+    A target whose class sets `accepts_weight_buckets = True` is given each bucket of a streamed push as
+    it comes (the embedded engines copy tensors in place); any other (vLLM, which reloads a whole
+    checkpoint per call) gets the buckets merged into one update after the last one."""
 
     @property
     def weight_version(self) -> int: ...
@@ -94,12 +98,19 @@ class WeightSync:
         version = self.version + 1 if version is None else version
         t0 = time.perf_counter()
         nbytes = 0
+        streamed = [e for e in self.engines if getattr(e, "accepts_weight_buckets", False)]
+        whole = [e for e in self.engines if e not in streamed]
+        merged: dict[str, Any] = {}
         await asyncio.gather(*(e.pause(mode) for e in self.engines))
         try:
             end = object()
             while (bucket := await asyncio.to_thread(next, buckets, end)) is not end:
                 nbytes += sum(_nbytes(v) for v in bucket.values())
-                await asyncio.gather(*(e.update_weights(bucket, version, mode) for e in self.engines))
+                await asyncio.gather(*(e.update_weights(bucket, version, mode) for e in streamed))
+                if whole:
+                    merged.update(bucket)
+            if whole:
+                await asyncio.gather(*(e.update_weights(merged, version, mode) for e in whole))
         finally:
             await asyncio.gather(*(e.resume() for e in self.engines))
         self.version = version

@@ -49,6 +49,8 @@ Mode = Literal["wait", "abort"]
 class EmbeddedEngine:
     """See the module docstring. Implements `legorl.serving.types.Engine`."""
 
+    accepts_weight_buckets = True  # a partial update copies those tensors in place (WeightSync streams)
+
     def __init__(
         self,
         model: torch.nn.Module,

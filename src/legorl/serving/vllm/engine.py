@@ -79,6 +79,7 @@ class VLLMEngine:
         metrics_interval_s: float = 1.0,
         weight_version: int = 0,
         max_restarts: int = 3,
+        owns_exporter: bool = False,
     ):
         self.url = url.rstrip("/")
         self.served_name = served_name
@@ -88,7 +89,7 @@ class VLLMEngine:
         self.model_dir = model_dir
         self.name = name
         self._exporter = exporter
-        self._owns_exporter = False
+        self._owns_exporter = owns_exporter and exporter is not None  # close() releases it (shared: refcounted)
         self._seed = seed
         self._order = itertools.count()
         self._version = weight_version
@@ -113,19 +114,19 @@ class VLLMEngine:
     # -- construction ---------------------------------------------------------------------------
     @classmethod
     async def launch(cls, config: VLLMServerConfig, *, exporter: SafetensorsExporter | None = None,
-                     name: str = "vllm") -> VLLMEngine:
+                     name: str = "vllm", owns_exporter: bool = False) -> VLLMEngine:
         """Start a server for `config.model_dir` and return an engine that owns it."""
         server = VLLMServer(config)
         await server.start()
         engine = cls(server.url, served_name=config.served_name, max_model_len=config.max_model_len,
                      vocab_size=_vocab_size(config.model_dir), server=server, model_dir=config.model_dir,
-                     exporter=exporter, seed=config.seed, name=name)
+                     exporter=exporter, seed=config.seed, name=name, owns_exporter=owns_exporter)
         log.info("vLLM replica %s ready at %s in %.1f s (log %s)", name, server.url, server.startup_s, server.log_path)
         return engine
 
     @classmethod
     async def attach(cls, url: str, *, model_dir: Path | None = None, exporter: SafetensorsExporter | None = None,
-                     seed: int = 0, name: str = "vllm") -> VLLMEngine:
+                     seed: int = 0, name: str = "vllm", owns_exporter: bool = False) -> VLLMEngine:
         """Drive a server someone else started (it needs VLLM_SERVER_DEV_MODE=1 for weight sync)."""
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
             try:
@@ -140,7 +141,7 @@ class VLLMEngine:
         version = int(raw_version) if isinstance(raw_version, str) and raw_version.isdigit() else 0
         return cls(url, served_name=models[0]["id"], max_model_len=int(models[0].get("max_model_len") or 2048),
                    vocab_size=_vocab_size(model_dir) if model_dir else None, model_dir=model_dir,
-                   exporter=exporter, seed=seed, name=name, weight_version=version)
+                   exporter=exporter, seed=seed, name=name, weight_version=version, owns_exporter=owns_exporter)
 
     # -- protocol ----------------------------------------------------------------------------------
     @property

@@ -97,6 +97,12 @@ class SafetensorsExporter:
         self.dtype = dtype
         self._lock = asyncio.Lock()
         self._written: tuple[int, Path] | None = None
+        self._users = 1
+
+    def share(self, users: int) -> SafetensorsExporter:
+        """`users` replicas hold this exporter; the files go when the last one closes it."""
+        self._users = users
+        return self
 
     @property
     def latest(self) -> tuple[int, Path] | None:
@@ -132,5 +138,8 @@ class SafetensorsExporter:
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
 
-    def close(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+    def close(self, force: bool = False) -> None:
+        """One user is done; the last one (or `force`) removes the files (RAM, when the root is /dev/shm)."""
+        self._users -= 1
+        if self._users <= 0 or force:
+            shutil.rmtree(self.root, ignore_errors=True)
