@@ -81,3 +81,4 @@ def test_shared_exporter_files_go_with_the_last_user(tmp_path):
     assert exp.root.is_dir()  # one replica still uses it
     exp.close()
     assert not exp.root.exists()
+

@@ -30,7 +30,7 @@ class EngineSpec:
     max_num_seqs: int | None = None  # None: the engine's default
     seed: int = 0
     placement: Literal["thread", "process"] = "thread"
-    threads_per_replica: int | None = None  # None: cores // n_replicas when there are several
+    threads_per_replica: int | None = None  # None: default_threads_per_replica()
     return_routed_experts: bool = False  # vLLM: send the routed experts back (R3)
     vllm: VLLMSection = field(default_factory=VLLMSection)
     work_dir: Path | None = None  # vLLM: one replica<i>/ each for logs and caches
@@ -40,6 +40,15 @@ class EngineSpec:
     def __post_init__(self) -> None:
         if self.kind not in ENGINE_KINDS:
             raise ValueError(f"unknown engine {self.kind!r}; use one of {', '.join(ENGINE_KINDS)}")
+
+
+def default_threads_per_replica(n_replicas: int, cores: int | None = None) -> int:
+    """Torch threads per embedded replica: the cores less one, shared out (at least 1). The spare core runs
+    the event loop (proxy, scaffolds), sandboxes and verifiers; an OpenMP team spread over every core
+    spins against them. Measured with the demo's step on 2 cores (bench/demo_step.py, 2026-12-01): rollout
+    36.3 s with 2 engine threads, 27.9 s with 1."""
+    cores = cores or os.cpu_count() or 1
+    return max(1, (cores - 1) // n_replicas)
 
 
 def _window(model_dir: Path) -> int:
@@ -61,14 +70,13 @@ async def start_engines(spec: EngineSpec) -> list[Engine]:
     if spec.n_replicas == 1 and spec.placement == "thread":
         from legorl.serving.embedded import EmbeddedEngine
 
-        if spec.threads_per_replica:
-            kwargs["num_threads"] = spec.threads_per_replica
+        kwargs["num_threads"] = spec.threads_per_replica or default_threads_per_replica(1)
         engine = EmbeddedEngine.from_pretrained(spec.model_dir, **kwargs)
         await engine.start()
         return [engine]
     from legorl.serving.pool_manager import create_pool
 
-    kwargs["num_threads"] = spec.threads_per_replica or max(1, (os.cpu_count() or 1) // spec.n_replicas)
+    kwargs["num_threads"] = spec.threads_per_replica or default_threads_per_replica(spec.n_replicas)
     pool = await create_pool(spec.model_dir, spec.n_replicas, placement=spec.placement, engine_kwargs=kwargs)
     return pool.engines()
 

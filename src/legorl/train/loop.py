@@ -24,6 +24,7 @@ from legorl.ops.looplag import LoopLagMonitor
 from legorl.ops.progress import PhaseProgress
 from legorl.rundir import RunDir
 from legorl.runtime.types import Runtime
+from legorl.serving.launch import default_threads_per_replica
 from legorl.serving.weight_sync import WeightSync
 from legorl.tasks.model import Task
 from legorl.tasks.split import load_task_split
@@ -155,7 +156,7 @@ def _trainer_threads(cfg: RunConfig) -> int | None:
     if s.engine != "embedded" or s.placement != "thread" or cfg.cluster.runtime != "local":
         return None
     cores = os.cpu_count() or 1
-    return max(1, cores - (s.threads_per_replica or max(1, cores // s.n_replicas)) * s.n_replicas)
+    return max(1, cores - (s.threads_per_replica or default_threads_per_replica(s.n_replicas, cores)) * s.n_replicas)
 
 
 def _learn_in_budget(threads: int | None, trainer: Trainer, kept: list) -> dict[str, float]:
