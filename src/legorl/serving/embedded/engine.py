@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import queue
 import threading
 import time
 from collections import deque
@@ -25,6 +24,7 @@ import torch
 
 from legorl.models.moe import RoutingRecorder
 from legorl.serving.embedded.blocks import BlockPool, chain_hashes
+from legorl.serving.embedded.channel import CommandChannel
 from legorl.serving.embedded.checks import check_ids, check_request, copy_weights
 from legorl.serving.embedded.omp import release_idle_workers
 from legorl.serving.embedded.runner import ModelRunner, model_device, probe_kv_dims
@@ -94,9 +94,8 @@ class EmbeddedEngine:
         self._version = 0
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
-        self._commands: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._channel = CommandChannel()
         self._barriers: deque[tuple[Any, ...]] = deque()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
         self._paused = False
@@ -217,30 +216,14 @@ class EmbeddedEngine:
         check_request(request, self.vocab_size, self.max_model_len, self.pool.num_blocks * self.block_size)
 
     def _submit(self, cmd: tuple[Any, ...]) -> None:
-        self._commands.put(cmd)
-        self._wake.set()
+        self._channel.submit(cmd)
 
     async def _call(self, kind: str, *args: Any) -> Any:
         if self._closed:
             raise EngineClosedError("engine is closed")
         await self.start()
         self._release_caller_omp()
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._submit((kind, *args, (loop, fut)))
-        return await fut
-
-    @staticmethod
-    def _resolve(target: tuple[asyncio.AbstractEventLoop, asyncio.Future] | None, value: Any) -> None:
-        if target is None:
-            return
-        loop, fut = target
-
-        def done() -> None:
-            if not fut.done():
-                (fut.set_exception if isinstance(value, BaseException) else fut.set_result)(value)
-
-        loop.call_soon_threadsafe(done)
+        return await self._channel.call(kind, *args)
 
     def _root(self) -> bytes:
         return self._version.to_bytes(8, "little", signed=True)
@@ -265,29 +248,24 @@ class EmbeddedEngine:
             if not busy:
                 if was_busy and self.num_threads > 1:
                     release_idle_workers()  # an idle engine must not throttle other threads' teams
-                self._wake.wait(0.05)
-                self._wake.clear()
+                self._channel.wait(0.05)
 
     def _drain(self) -> bool:
-        while True:
-            try:
-                cmd = self._commands.get_nowait()
-            except queue.Empty:
-                return True
+        while (cmd := self._channel.take()) is not None:
             kind, *args = cmd
             if kind == "submit":
                 self._waiting.append(args[0])
             elif kind == "abort":
-                self._resolve(args[1], self._abort(args[0]))
+                self._channel.resolve(args[1], self._abort(args[0]))
             elif kind == "logprobs":
                 ids, temp, target = args
                 try:
-                    self._resolve(target, self.runner.full_logprobs(ids, temp))
+                    self._channel.resolve(target, self.runner.full_logprobs(ids, temp))
                 except Exception as exc:
-                    self._resolve(target, exc)
+                    self._channel.resolve(target, exc)
             elif kind == "resume":
                 self._paused = False
-                self._resolve(args[0], None)
+                self._channel.resolve(args[0], None)
             elif kind in ("update", "pause"):
                 if args[-2] == "abort":
                     for seq in self._in_flight():
@@ -295,21 +273,19 @@ class EmbeddedEngine:
                 self._barriers.append(cmd)
             elif kind == "close":
                 self._fail_all(EngineClosedError("engine closed"))
-                self._resolve(args[0], None)
+                self._channel.resolve(args[0], None)
                 return False
+        return True
 
     def _reject_pending(self) -> None:
         """Fail whatever was queued behind the close command (a call racing with close never hangs)."""
         exc = EngineClosedError("engine closed")
-        while True:
-            try:
-                kind, *args = self._commands.get_nowait()
-            except queue.Empty:
-                return
+        while (cmd := self._channel.take()) is not None:
+            kind, *args = cmd
             if kind == "submit":
-                self._resolve((args[0].loop, args[0].future), exc)
+                self._channel.resolve((args[0].loop, args[0].future), exc)
             elif args and isinstance(args[-1], tuple):
-                self._resolve(args[-1], exc)
+                self._channel.resolve(args[-1], exc)
 
     def _abort(self, request_id: str) -> TokenOutput | None:
         for seq in itertools.chain(self._running, self._waiting):
@@ -327,12 +303,12 @@ class EmbeddedEngine:
             if kind == "update":
                 try:
                     self._apply_weights(args[0], args[1])
-                    self._resolve(args[-1], None)
+                    self._channel.resolve(args[-1], None)
                 except Exception as exc:
-                    self._resolve(args[-1], exc)
+                    self._channel.resolve(args[-1], exc)
             else:
                 self._paused = True
-                self._resolve(args[-1], None)
+                self._channel.resolve(args[-1], None)
             return True
         admitted = False
         if self._waiting and len(self._running) < self.max_num_seqs:
@@ -486,18 +462,18 @@ class EmbeddedEngine:
         self._release(seq)
         out = seq.output(reason)
         self._counters["finished"] += 1
-        self._resolve((seq.loop, seq.future), out)
+        self._channel.resolve((seq.loop, seq.future), out)
         return out
 
     def _finish_error(self, seq: Sequence, exc: BaseException) -> None:
         self._release(seq)
-        self._resolve((seq.loop, seq.future), exc)
+        self._channel.resolve((seq.loop, seq.future), exc)
 
     def _fail_all(self, exc: BaseException) -> None:
         for seq in [*self._running, *self._waiting]:
             self._finish_error(seq, exc)
         for cmd in self._barriers:
-            self._resolve(cmd[-1], exc)
+            self._channel.resolve(cmd[-1], exc)
         self._barriers.clear()
 
     def _apply_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
