@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from pathlib import Path
 
 import pytest
+from _async_fakes import FakeRuntime, FakeTrainer
 
 from legorl.config import load_config
 from legorl.ops.metrics import MetricsLogger
@@ -70,12 +70,6 @@ class FakeSync:
         return self.version
 
 
-class FakeTrainer:
-    def stream_weights(self, emit) -> int:
-        emit({})
-        return 0
-
-
 def fake_learn(trainer, kept):
     """Stands in for the update (no model here): takes a little time, like one."""
     import time
@@ -95,27 +89,6 @@ class FakeRunner:
         await asyncio.sleep(self.rng.choice([0.001, 0.005, 0.06]))
         for s in specs:
             await on_done(result(s.group_id, v, s.attempt, s.task))
-
-
-class FakeRuntime:
-    """The Runtime protocol around a fake runner (the loop's only view of engines and trials)."""
-
-    engines: list = []
-
-    def __init__(self, runner):
-        self.runner = runner
-
-    def syncing(self):
-        return contextlib.nullcontext()
-
-    async def engine_stats(self):
-        return []
-
-    async def partial_counters(self):
-        return {}
-
-    async def close(self):
-        return None
 
 
 async def run_async_steps(tmp_path, monkeypatch, cfg, runner, sync) -> list[dict]:

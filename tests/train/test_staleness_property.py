@@ -6,12 +6,12 @@ oldest token version and the number of updates taken before it."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import random
 from pathlib import Path
 
 import pytest
+from _async_fakes import FakeRuntime, FakeTrainer
 
 from legorl.config import load_config
 from legorl.ops.metrics import MetricsLogger
@@ -43,15 +43,6 @@ class Sync:
         return await self.push({}, version, mode)
 
 
-class Trainer:
-    def weights(self) -> dict:
-        return {}
-
-    def stream_weights(self, emit) -> int:
-        emit({})
-        return 0
-
-
 class Runner:
     """Each trial makes `turns` generations spread over a lognormal duration; each generation's tokens
     carry the version served when it ran (as partial rollout records them)."""
@@ -70,25 +61,6 @@ class Runner:
             tokens = TrialTokens([1] * (n + 1), [0] + [1] * n, [0.0] * (n + 1), weight_versions=[-1, *versions])
             await on_done(TrialResult(TrialSpec(s.task, s.attempt, s.group_id, trial_id=f"{s.group_id}-{s.attempt}"),
                                       "failed", "", 0.0, tokens))
-
-
-class Runtime:
-    engines: list = []
-
-    def __init__(self, runner):
-        self.runner = runner
-
-    def syncing(self):
-        return contextlib.nullcontext()
-
-    async def engine_stats(self):
-        return []
-
-    async def partial_counters(self):
-        return {}
-
-    async def close(self):
-        return None
 
 
 @pytest.mark.parametrize("seed", range(16))
@@ -121,8 +93,8 @@ async def test_staleness_bound_holds_over_random_trial_durations(tmp_path, monke
     run_dir = RunDir(tmp_path / "r", "r")
     start = Start(1, MetricsLogger(run_dir.logs, run_dir.name, sinks=[]))
     logged: list[dict] = []
-    await asyncio.wait_for(loop._async_steps(cfg, run_dir, Runtime(Runner(sync, rng, rng.randint(1, 3))), Trainer(),
-                                             sync, TaskSampler(TASKS, seed=seed), [], start,
+    runtime = FakeRuntime(Runner(sync, rng, rng.randint(1, 3)))
+    await asyncio.wait_for(loop._async_steps(cfg, run_dir, runtime, FakeTrainer(), sync, TaskSampler(TASKS, seed=seed), [], start,
                                              lambda step, m: logged.append(m), None), 60)
     assert len(logged) == steps and updates[0] == steps
     assert len(trained) >= steps * batch * n  # every update saw a full batch of complete groups
