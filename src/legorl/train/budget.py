@@ -17,13 +17,15 @@ def engine_budget(before: list[EngineStats], after: list[EngineStats], wall_s: f
     """Engine work between two snapshots, all replicas together (busy share per replica on average)."""
     if not before or len(before) != len(after):
         return {}
-    prefill_s = sum(a.prefill_s - b.prefill_s for a, b in zip(after, before, strict=True))
-    decode_s = sum(a.decode_s - b.decode_s for a, b in zip(after, before, strict=True))
-    prefill = sum(a.prefill_tokens_computed - b.prefill_tokens_computed for a, b in zip(after, before, strict=True))
-    cached = sum(a.prefill_tokens_cached - b.prefill_tokens_cached for a, b in zip(after, before, strict=True))
-    decoded = sum(a.generated_tokens - b.generated_tokens for a, b in zip(after, before, strict=True))
-    out = {"budget/engine/prefill_tokens": float(prefill), "budget/engine/cached_prompt_tokens": float(cached),
-           "budget/engine/decode_tokens": float(decoded), "budget/engine/prefill_s": prefill_s,
+
+    def delta(field: str) -> float:
+        return float(sum(getattr(a, field) - getattr(b, field) for a, b in zip(after, before, strict=True)))
+
+    prefill_s, decode_s = delta("prefill_s"), delta("decode_s")
+    prefill, cached, decoded = (delta(f) for f in ("prefill_tokens_computed", "prefill_tokens_cached",
+                                                   "generated_tokens"))
+    out = {"budget/engine/prefill_tokens": prefill, "budget/engine/cached_prompt_tokens": cached,
+           "budget/engine/decode_tokens": decoded, "budget/engine/prefill_s": prefill_s,
            "budget/engine/decode_s": decode_s}
     if prefill_s > 0:
         out["budget/engine/prefill_tok_s"] = prefill / prefill_s
