@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from test_staleness_property import TASKS, Runtime, Sync, Trainer
+from _async_fakes import FakeRuntime, FakeTrainer
+from test_staleness_property import TASKS, Sync
 
 from legorl.config import load_config
 from legorl.ops.metrics import MetricsLogger
@@ -54,7 +55,7 @@ async def test_a_group_past_the_bound_is_cancelled_not_waited_for(tmp_path, monk
     runner = TailRunner(sync)
     run_dir = RunDir(tmp_path / "r", "r")
     logged: list[dict] = []
-    await asyncio.wait_for(loop._async_steps(cfg, run_dir, Runtime(runner), Trainer(), sync, TaskSampler(TASKS), [],
+    await asyncio.wait_for(loop._async_steps(cfg, run_dir, FakeRuntime(runner), FakeTrainer(), sync, TaskSampler(TASKS), [],
                                              Start(1, MetricsLogger(run_dir.logs, run_dir.name, sinks=[])),
                                              lambda step, m: logged.append(m), None), 30)
     assert len(logged) == 4
