@@ -12,9 +12,22 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 Bucket = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RemoteBucket:
+    """A bucket that stays where it was produced (a Ray object `ref` put by a trainer rank): targets that take
+    it (Ray replica handles) pass the ref on, so the tensors go from the object store to each replica's node
+    without passing through the driver. `nbytes` is known without fetching it."""
+
+    ref: Any
+    nbytes: int
+    names: tuple[str, ...] = ()
+
 # a producer hands buckets to `emit` and returns the bytes it produced (e.g. Trainer.stream_weights)
 Producer = Callable[[Callable[[Bucket], None]], int]
 
@@ -105,10 +118,10 @@ class WeightSync:
         try:
             end = object()
             while (bucket := await asyncio.to_thread(next, buckets, end)) is not end:
-                nbytes += sum(_nbytes(v) for v in bucket.values())
+                nbytes += bucket_nbytes(bucket)
                 await asyncio.gather(*(e.update_weights(bucket, version, mode) for e in streamed))
                 if whole:
-                    merged.update(bucket)
+                    merged.update(_local(bucket))
             if whole:
                 await asyncio.gather(*(e.update_weights(merged, version, mode) for e in whole))
         finally:
@@ -117,6 +130,21 @@ class WeightSync:
         self.last_duration_s = time.perf_counter() - t0
         self.last_bytes = nbytes
         return version
+
+
+def bucket_nbytes(bucket: Bucket | RemoteBucket) -> int:
+    if isinstance(bucket, RemoteBucket):
+        return bucket.nbytes
+    return sum(_nbytes(v) for v in bucket.values())
+
+
+def _local(bucket: Bucket | RemoteBucket) -> Bucket:
+    """The tensors of a bucket, fetched when remote (for a target that needs the whole state in one call)."""
+    if isinstance(bucket, RemoteBucket):
+        import ray
+
+        return ray.get(bucket.ref)
+    return bucket
 
 
 def _nbytes(value: Any) -> int:
