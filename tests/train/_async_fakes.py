@@ -28,6 +28,9 @@ class FakeRuntime:
     async def engine_stats(self):
         return []
 
+    async def revive(self):
+        return 0
+
     async def partial_counters(self):
         return {}
 

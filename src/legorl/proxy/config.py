@@ -11,6 +11,7 @@ from typing import Any
 @dataclass
 class ProxyConfig:
     host: str = "127.0.0.1"
+    public_host: str | None = None  # host in session URLs; None: `host`, or this node's IP when binding 0.0.0.0
     port: int = 0  # 0: an ephemeral port
     tool_parser: str = "hermes"
     model_name: str = "legorl-policy"  # what /v1/models reports

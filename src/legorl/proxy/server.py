@@ -36,6 +36,20 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Any, web.Request, Session], Awaitable[web.StreamResponse]]
 
 
+def _reachable_host(bind_host: str) -> str:
+    """What a client on another node dials for a server bound to `bind_host` (a wildcard: this node's IP)."""
+    if bind_host not in ("0.0.0.0", "::", ""):
+        return bind_host
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))  # no packet is sent: this only picks the outward interface
+            return s.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
+
+
 def _validation_message(exc: ValidationError) -> str:
     parts = []
     for e in exc.errors(include_url=False, include_input=False)[:5]:
@@ -60,11 +74,13 @@ class ProxyServer:
         self._runner: web.AppRunner | None = None
         self._reaper: asyncio.Task | None = None
         self.host, self.port = self.config.host, self.config.port
+        self.public_host = self.config.public_host or _reachable_host(self.host)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.public_host}]" if ":" in self.public_host else self.public_host
+        return f"http://{host}:{self.port}"
 
     async def start(self) -> None:
         app = web.Application(client_max_size=self.config.max_body_bytes)

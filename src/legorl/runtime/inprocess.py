@@ -109,6 +109,9 @@ class InProcessRuntime:
     async def partial_counters(self) -> dict[str, int]:
         return self.server.partial_counters() if self.server is not None else {}
 
+    async def revive(self) -> int:
+        return 0
+
     async def engine_stats(self) -> list[EngineStats]:
         return [e.stats() for e in self.engines]
 

@@ -25,10 +25,11 @@ from legorl.serving.partial import PartialRolloutManager
 from legorl.serving.types import Engine
 
 
-def build_manager(engines: list[Engine], serving: ServingSection | None = None) -> ServerManager:
-    """One replica without the scheduler: the plain manager; otherwise the balanced pool."""
+def build_manager(engines: list[Engine], serving: ServingSection | None = None,
+                  pool: bool = False) -> ServerManager:
+    """One replica without the scheduler: the plain manager; otherwise (or with `pool`) the balanced pool."""
     serving = serving or ServingSection()
-    if len(engines) == 1 and not serving.scheduler.enabled:
+    if len(engines) == 1 and not serving.scheduler.enabled and not pool:
         return SingleReplicaManager(engines[0], int(engines[0].max_model_len))  # type: ignore[attr-defined]
     from legorl.serving.balancer import LoadBalancer
     from legorl.serving.pool import ReplicaPool
@@ -51,21 +52,28 @@ class PolicyServer:
     @classmethod
     async def start(cls, spec: EngineSpec, proxy_config: ProxyConfig, serving: ServingSection | None = None,
                     partial_rollout: bool = False) -> PolicyServer:
-        engines = await start_engines(spec)
+        return await cls.assemble(await start_engines(spec), spec.model_dir, proxy_config, serving, partial_rollout)
+
+    @classmethod
+    async def assemble(cls, engines: list[Engine], model_dir: Path, proxy_config: ProxyConfig,
+                       serving: ServingSection | None = None, partial_rollout: bool = False,
+                       pool: bool = False) -> PolicyServer:
+        """The stack over replicas already started (in this process, or handles on remote ones); closes
+        them if the stack cannot start. `pool`: the balanced pool even for one replica (health, revival)."""
         try:
-            manager = build_manager(engines, serving)
+            manager = build_manager(engines, serving, pool)
             partial = None
             if partial_rollout:
                 partial = PartialRolloutManager(manager)
                 manager = partial
-            tokenizer = load_tokenizer(spec.model_dir)
+            tokenizer = load_tokenizer(model_dir)
             proxy = ProxyServer(manager, tokenizer, proxy_config)
             await proxy.start()
         except BaseException:
             for e in engines:
                 await e.close()
             raise
-        return cls(spec.model_dir, engines, manager, proxy, tokenizer, partial)
+        return cls(model_dir, engines, manager, proxy, tokenizer, partial)
 
     @contextlib.asynccontextmanager
     async def syncing(self) -> AsyncIterator[None]:

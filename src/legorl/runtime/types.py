@@ -1,7 +1,7 @@
 """What the training loop and `legorl eval` need from a placement: the `Runtime` protocol.
 
 In-process (`InProcessRuntime`: engines, manager and proxy in this process, also `legorl eval`'s
-stack) and Ray (`RayRuntime`: the rollout side in an actor) implement it; the loop sees nothing
+stack) and Ray (`legorl.cluster.runtime.RayRuntime`: every role as Ray actors) implement it; the loop sees nothing
 else. The manager and the proxy stay inside a runtime: the loop reaches the policy only through
 trials (`runner`) and weight pushes (`engines`, bracketed by `syncing()`).
 """
@@ -34,6 +34,11 @@ class Runtime(Protocol):
 
     async def partial_counters(self) -> dict[str, int]:
         """Partial-rollout counters (`resumed`, `partial`); empty when partial rollout is off."""
+        ...
+
+    async def revive(self) -> int:
+        """Bring replicas that died and were restarted back into routing with the current weights (after a
+        weight sync); returns how many rejoined. 0 where nothing restarts replicas (in-process)."""
         ...
 
     async def engine_stats(self) -> list[EngineStats]:

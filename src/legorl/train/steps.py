@@ -95,6 +95,7 @@ async def push_weights(runtime: Runtime, sync: WeightSync, trainer: Trainer, ver
     t0 = time.perf_counter()
     async with runtime.syncing():
         await sync.push_stream(trainer.stream_weights, version, mode=mode)
+    await runtime.revive()  # a replica restarted since the last sync rejoins with these weights
     return time.perf_counter() - t0
 
 
