@@ -31,6 +31,9 @@ class FakeRuntime:
     async def revive(self):
         return 0
 
+    async def serving_metrics(self):
+        return {}
+
     async def partial_counters(self):
         return {}
 

@@ -52,7 +52,7 @@ class GatewayActor:
         cfg = RunConfig.model_validate_json(cfg_json)
         model_dir = resolve_model(cfg.model.path)
         proxy_config = ProxyConfig.from_section(cfg.serving.proxy, tool_parser=cfg.agent.tool_parser,
-                                                host=cfg.cluster.bind_host)
+                                                host=cfg.cluster.bind_host, port=cfg.cluster.proxy_port)
         partial = cfg.async_training.partial_enabled
         if replicas is None:
             run_dir = RunDir(Path(run_root), cfg.run.name)
@@ -175,6 +175,9 @@ class GatewayActor:
     # -- status -------------------------------------------------------------------------------------
     async def partial_counters(self) -> dict[str, int]:
         return self.server.partial_counters()
+
+    async def metrics(self) -> dict[str, float]:
+        return {**self.server.metrics(), "cluster/replicas_revived": float(self.revived)}
 
     async def engine_stats(self) -> list[EngineStats]:
         return [e.stats() for _, e in self._targets()]

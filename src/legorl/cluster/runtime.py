@@ -101,6 +101,11 @@ class RayRuntime:
     async def health(self) -> dict[str, Any]:
         return await self.gateway.health.remote()
 
+    async def serving_metrics(self) -> dict[str, float]:
+        out = await self.gateway.metrics.remote()
+        metrics = getattr(self.runner, "metrics", None)
+        return {**out, **(metrics() if metrics is not None else {})}
+
     async def partial_counters(self) -> dict[str, int]:
         return await self.gateway.partial_counters.remote()
 

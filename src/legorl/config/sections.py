@@ -256,6 +256,8 @@ class ClusterSection(Section):
     bind_host: str = "127.0.0.1"
     """Address the gateway's proxy listens on. Multi-node: `0.0.0.0` (scaffolds on other nodes reach it at its node's
     IP); the single-node default keeps it on loopback."""
+    proxy_port: int = Field(0, ge=0, le=65535)
+    """The gateway proxy's port (0: any free one; fix it when a firewall between nodes must let it through)."""
     sandbox_hosts: int = Field(1, ge=1)
     """AgentLoopWorker actors; a step's trials are spread over them (least loaded first)."""
     max_restarts: int = Field(3, ge=0)

@@ -112,6 +112,9 @@ class InProcessRuntime:
     async def revive(self) -> int:
         return 0
 
+    async def serving_metrics(self) -> dict[str, float]:
+        return self.server.metrics() if self.server is not None else {}
+
     async def engine_stats(self) -> list[EngineStats]:
         return [e.stats() for e in self.engines]
 

@@ -84,6 +84,12 @@ class PolicyServer:
         async with self.partial.syncing():
             yield
 
+    def metrics(self) -> dict[str, float]:
+        """The manager's counters (pool health, failovers, balancer, scheduler); {} for one plain replica."""
+        manager = self.partial.inner if self.partial is not None else self.manager
+        fn = getattr(manager, "metrics", None)
+        return dict(fn()) if fn is not None else {}
+
     def partial_counters(self) -> dict[str, int]:
         p = self.partial
         return {"resumed": p.resumed, "partial": p.partial} if p is not None else {}

@@ -41,6 +41,11 @@ class Runtime(Protocol):
         weight sync); returns how many rejoined. 0 where nothing restarts replicas (in-process)."""
         ...
 
+    async def serving_metrics(self) -> dict[str, float]:
+        """The serving side's counters now: replica health, failovers, balancer and scheduler (`pool/`,
+        `manager/`, `balancer/`, `scheduler/`; with Ray also `cluster/`); empty with one plain replica."""
+        ...
+
     async def engine_stats(self) -> list[EngineStats]:
         """Each replica's counters now (cumulative: the step's time budget takes differences)."""
         ...

@@ -52,7 +52,7 @@ from legorl.workers.filter import TrajectoryFilter
 
 async def start_runtime(cfg: RunConfig, run_dir: RunDir) -> Runtime:
     if cfg.cluster.runtime == "ray":
-        from legorl.runtime.ray_runtime import RayRuntime
+        from legorl.cluster.runtime import RayRuntime
 
         return await RayRuntime.start(cfg, run_dir)
     from legorl.runtime.inprocess import InProcessRuntime
@@ -100,7 +100,12 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
 
 
 def start_trainer(cfg: RunConfig, model_dir: Path) -> Trainer:
-    """The run's trainer: in this process, or `trainer.n_ranks` torch.distributed ranks beside it."""
+    """The run's trainer: in this process, `trainer.n_ranks` torch.distributed ranks beside it, or (Ray)
+    that many rank actors placed by `cluster.trainer`."""
+    if cfg.cluster.runtime == "ray":
+        from legorl.cluster.trainer import RayTrainer
+
+        return RayTrainer(cfg, model_dir)
     if cfg.trainer.n_ranks > 1:
         from legorl.train.ranks import TrainerRanks
 
@@ -137,6 +142,7 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
             metrics.update(rollout_metrics(results, fstats))
             metrics["timing/rollout_s"] = t_roll
             metrics.update(budget)
+            metrics.update(await runtime.serving_metrics())
             if validation_due(cfg, step):
                 metrics.update(await validate(runtime.runner, cfg, val_tasks, step, bar))
             metrics["timing/step_s"] = time.perf_counter() - t0
@@ -214,6 +220,7 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
             metrics.update(engine_budget(engines_before, engines_now, time.perf_counter() - t0))
             metrics.update(trial_budget(results))
             metrics.update(loop_budget(lag.take()))
+            metrics.update(await runtime.serving_metrics())
             engines_before = engines_now
             if validation_due(cfg, step):
                 metrics.update(await validate(runtime.runner, cfg, val_tasks, step, bar))

@@ -1,0 +1,121 @@
+"""`legorl train` on a 3-node Ray cluster simulated on this machine (`ray.cluster_utils.Cluster`).
+
+Head node: the driver, the gateway and 2 trainer ranks (resource `head`); two rollout nodes (resource
+`rollout`), each with one engine replica and one sandbox host (STRICT_SPREAD). Tiny model. Faults are
+real: a replica's process is SIGKILLed between two steps (Ray restarts it; the gateway fails its
+sessions over, then revives it with the current weights), a sandbox host's process is SIGKILLed while
+its trials run (they end as infra failures, filtered and counted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+pytest.importorskip("ray")
+
+from legorl.config import load_config
+from legorl.train.loop import train
+
+pytestmark = pytest.mark.slow
+
+CLASSES = ("ReplicaActor", "GatewayActor", "SandboxHostActor", "TrainerRankActor")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    import ray
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        pytest.skip("a Ray session is already up in this process")
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {"head": 1}})
+    for _ in range(2):
+        c.add_node(num_cpus=2, resources={"rollout": 1})
+    c.wait_for_nodes()
+    ray.init(address=c.address, log_to_driver=False)
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def _alive(cls: str) -> list[dict]:
+    """Live actors of a class, from the GCS (the state API needs the dashboard, which these nodes do not run)."""
+    import ray._private.state
+
+    return [a for a in ray._private.state.actors().values()
+            if a["ActorClassName"] == cls and a["State"] == "ALIVE"]
+
+
+def _config(tiny_run_config, name: str, **extra):
+    return load_config(tiny_run_config(
+        name,
+        agent={"kwargs": {"tools": False}},
+        serving={"n_replicas": 2, "threads_per_replica": 1},
+        trainer={"train_batch_size": 2, "total_steps": 2, "n_ranks": 2},
+        cluster={
+            "runtime": "ray", "sandbox_hosts": 2, "max_restarts": 2,
+            "engines": {"resources": {"rollout": 0.4}, "strategy": "STRICT_SPREAD"},
+            "hosts": {"resources": {"rollout": 0.4}, "strategy": "STRICT_SPREAD"},
+            "trainer": {"resources": {"head": 0.4}, "strategy": "PACK"},
+            "gateway": {"resources": {"head": 0.1}},
+        },
+        **extra,
+    ))
+
+
+def _nodes_of(cls: str) -> set[str]:
+    return {a["Address"]["NodeID"] for a in _alive(cls)}
+
+
+def _assert_all_gone() -> None:
+    for cls in CLASSES:
+        assert _alive(cls) == [], f"{cls} actors outlived the run"
+
+
+async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(cluster, tiny_run_config):
+    cfg = _config(tiny_run_config, "sync")
+    placed: dict[str, set[str]] = {}
+
+    def on_line(line: str) -> None:
+        if line.startswith("step:1 "):
+            placed["replicas"] = _nodes_of("ReplicaActor")
+            placed["hosts"] = _nodes_of("SandboxHostActor")
+            os.kill(_alive("ReplicaActor")[0]["Pid"], signal.SIGKILL)  # between steps: step 2's calls find it dead
+
+    async def kill_a_host_in_step_2() -> None:
+        step2 = cfg_run / "step_2"
+        while not (step2.exists() and any(step2.iterdir())):
+            await asyncio.sleep(0.05)
+        os.kill(_alive("SandboxHostActor")[0]["Pid"], signal.SIGKILL)
+
+    from legorl.rundir import RunDir
+
+    cfg_run = RunDir.of(cfg.run.output_dir, cfg.run.name).trials
+    killer = asyncio.create_task(kill_a_host_in_step_2())
+    try:
+        history = await train(cfg, on_line=on_line, progress=False)
+    finally:
+        killer.cancel()
+    assert [h["step"] for h in history] == [1, 2]
+    assert len(placed["replicas"]) == 2 and len(placed["hosts"]) == 2  # one of each per rollout node
+    s2 = history[-1]
+    assert s2["cluster/replicas_revived"] >= 1 and s2["pool/healthy"] == 2  # back before step 2 ended
+    assert s2["manager/failovers"] >= 1  # step 2's sessions on the dead replica moved
+    assert s2["weight_version"] == 2.0 and s2["actor/grad_norm"] > 0
+    assert s2.get("rollout/outcome/infra_error", 0) > 0  # the killed host's trials, counted
+    assert s2["weight_sync/bytes"] > 0 and s2["timing/weight_sync_s"] > 0
+    _assert_all_gone()
+
+
+async def test_async_steps_on_the_cluster(cluster, tiny_run_config):
+    cfg = _config(tiny_run_config, "async", async_training={"enabled": True, "staleness_threshold": 1,
+                                                            "partial_rollout": True})
+    history = await train(cfg, on_line=lambda _: None, progress=False)
+    assert [h["step"] for h in history] == [1, 2]
+    assert history[-1]["weight_version"] == 2.0
+    assert all(h["fully_async/staleness/max"] <= 1 for h in history)
+    _assert_all_gone()
