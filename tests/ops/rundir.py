@@ -19,6 +19,9 @@ def base_record(step: int) -> dict[str, Any]:
         "rollout/outcome/solved": 0.25, "rollout/outcome/failed": 0.75,
         "trajectory_filter/kept": 8.0, "trajectory_filter/dropped": 0.0, "trajectory_filter/invalid_ratio": 0.0,
         "timing/rollout_s": 20.0, "timing/update_s": 3.0, "timing/step_s": 25.0,
+        "rollout/turns/mean": 2.0 + 0.1 * step, "rollout/turns/tool_calls_mean": 1.5, "rollout/turns/parse_failures": 1.0,
+        "rollout/turns/parse_failure_rate": 0.1, "rollout/turns/solved_multi_turn_share": 0.5,
+        "rollout/turns/response_mask_share": 0.2,
     }
 
 
@@ -62,7 +65,8 @@ def make_run(root: Path, name: str = "exp", steps: int = 3, records: list[dict[s
     (run / "config.json").write_text(cfg.model_dump_json(indent=2))
     if records is None:
         records = [{"step": s, **base_record(s)} for s in range(1, steps + 1)]
-        records[-1].update({"val/pass_rate": 0.5, "val/score/mean": 0.5, "val/outcome/solved": 0.5})
+        records[-1].update({"val/pass_rate": 0.5, "val/score/mean": 0.5, "val/outcome/solved": 0.5,
+                            "val/turns/mean": 2.5, "val/turns/response_mask_share": 0.2})
     with (run / "logs" / f"{name}.jsonl").open("w") as f:
         for r in records:
             f.write(json.dumps(r) + "\n")

@@ -91,6 +91,10 @@ def test_dashboard_in_chromium(tmp_path, browser, tiny_llama_dir):
         assert drv.execute_script("return document.querySelectorAll('#outcomes .chart-empty').length") == 0
         assert drv.execute_script("return document.querySelectorAll('#fidelity svg polyline').length") == 4
         assert "pass_rate" in drv.find_element("id", "val-table").text
+        # turns: per-trial counts and shares, for rollout (6 keys) and validation (2 keys)
+        assert drv.execute_script("return document.querySelectorAll('#agent-turns svg polyline').length") == 8
+        assert drv.execute_script("return document.querySelectorAll('#agent-turns .chart-empty').length") == 0
+        assert "turns/response_mask_share" in drv.find_element("id", "val-table").text
         cells = drv.execute_script("return [...document.querySelectorAll('#task-grid td.cell')].map(c => c.textContent)")
         assert len(cells) == 8 and set(cells) == {"1/2"}
         # compare: every curve gets the other run as a second (dashed) line

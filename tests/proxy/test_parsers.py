@@ -41,6 +41,12 @@ def test_hermes_bad_blocks_stay_text():
     mixed = '<tool_call>{"name": "bash", "arguments": {"cmd": "a"}}</tool_call>\n<tool_call>oops</tool_call>'
     r = p.parse(mixed, TOOLS)
     assert len(r.tool_calls) == 1 and r.failures == 1 and "<tool_call>oops</tool_call>" in r.content
+    # a call cut off before its closing tag (max_tokens) is a failure too; one that was never opened is not
+    cut = '<tool_call>{"name": "bash", "arguments": {"cmd": "a"}}</tool_call>\n<tool_call>{"name": "ba'
+    r = p.parse(cut, TOOLS)
+    assert len(r.tool_calls) == 1 and r.failures == 1
+    assert p.parse('<tool_call>{"name": "bash"', TOOLS).failures == 1
+    assert p.parse("no call here", TOOLS).failures == 0
 
 
 def test_qwen3_coder_parse_types():

@@ -58,6 +58,7 @@ class HermesParser(ToolParser):
                 calls.append(call)
             pos = m.end()
         kept.append(text[pos:])
+        failures += int("<tool_call>" in text[pos:])  # opened, never closed: a reply cut at max_tokens
         return ParseResult("".join(kept).strip() if calls else text, calls, failures)
 
     def format_calls(self, calls: list[ToolCall]) -> str:

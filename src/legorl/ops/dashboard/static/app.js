@@ -98,6 +98,16 @@
     chart(out, "rollout/outcome/*", pick(/^rollout\/outcome\//), "train");
     chart(out, "trajectory_filter/*", pick(/^trajectory_filter\//), "train");
     chart(out, "grpo groups", pick(/^grpo\//), "train");
+    // how trials use their turns (steps.turn_metrics): counts per trial, then shares (0..1)
+    const turns = $("#agent-turns .charts");
+    turns.innerHTML = "";
+    const TURN_SHARES = /(parse_failure_rate|solved_multi_turn_share|response_mask_share)$/;
+    for (const p of ["rollout", "val"]) {
+      const keys = pick(new RegExp(`^${p}/turns/`));
+      if (!keys.length) continue;
+      chart(turns, `${p}/turns/* per trial`, keys.filter((k) => !TURN_SHARES.test(k)), p === "val" ? "val" : "train");
+      chart(turns, `${p}/turns/* shares`, keys.filter((k) => TURN_SHARES.test(k)), p === "val" ? "val" : "train");
+    }
     const fid = $("#fidelity .charts");
     fid.innerHTML = "";
     pick(/^rollout_corr\//).forEach((k) => chart(fid, k, [k], "train"));
