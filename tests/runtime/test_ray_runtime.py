@@ -1,4 +1,5 @@
-"""`cluster.runtime = "ray"`: the rollout side in a Ray actor, the trainer in the driver (tiny model)."""
+"""`cluster.runtime = "ray"` with no address: the run starts a local Ray, places every role as actors on it and
+stops it at the end (tiny model; the multi-node case is tests/cluster/test_cluster_train.py)."""
 
 from __future__ import annotations
 
