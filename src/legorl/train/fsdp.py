@@ -15,8 +15,8 @@ def init_distributed() -> tuple[int, int]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
         cuda = torch.cuda.is_available()
-        if cuda:
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        if cuda:  # a Ray rank actor sees only its own GPU(s): LOCAL_RANK counts ranks on the node, not its GPUs
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
         dist.init_process_group("nccl" if cuda else "gloo")
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()

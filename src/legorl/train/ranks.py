@@ -135,15 +135,44 @@ class TrainerRanks:
         self.procs, self.conns = [], []
 
 
-def _rank_main(rank: int, n_ranks: int, port: int, threads: int, cfg_json: str, model_dir: str, conn) -> None:
-    """One trainer rank: join the group, build the sharded trainer, serve the driver's commands."""
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(n_ranks),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def setup_rank(rank: int, n_ranks: int, cfg_json: str, model_dir: str, *, local_rank: int, master_addr: str,
+               port: int, threads: int):
+    """Join the trainer's process group as `rank` and build this rank's (sharded) StepTrainer. Shared by the
+    child processes here and the Ray rank actors (legorl.cluster.trainer), so both set a rank up alike."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(n_ranks),
+                      MASTER_ADDR=master_addr, MASTER_PORT=str(port))
     torch.set_num_threads(threads)
-    import torch.distributed as dist
-
     from legorl.train.build import build_trainer
     from legorl.train.fsdp import init_distributed
+
+    init_distributed()
+    cfg = RunConfig.model_validate_json(cfg_json)
+    torch.manual_seed(cfg.run.seed)
+    return build_trainer(cfg, Path(model_dir))
+
+
+def run_command(trainer, command: str, args: tuple, emit: Callable[[dict[str, torch.Tensor]], None]) -> Any:
+    """One driver command on this rank (every rank runs each one: they are collectives under FSDP2)."""
+    if command == "update":
+        return trainer.update(*args)
+    if command == "stream":
+        return trainer.stream_weights(emit)
+    if command == "save":
+        return trainer.save(Path(args[0]))
+    if command == "load":
+        return trainer.load(Path(args[0]))
+    raise ValueError(f"unknown trainer command {command!r}")
+
+
+def leave_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _rank_main(rank: int, n_ranks: int, port: int, threads: int, cfg_json: str, model_dir: str, conn) -> None:
+    """One trainer rank: join the group, build the sharded trainer, serve the driver's commands."""
 
     def send_error(exc: BaseException) -> None:
         try:
@@ -152,10 +181,8 @@ def _rank_main(rank: int, n_ranks: int, port: int, threads: int, cfg_json: str, 
             conn.send(("error", RuntimeError(f"trainer rank {rank}: {''.join(traceback.format_exception(exc))}")))
 
     try:
-        init_distributed()
-        cfg = RunConfig.model_validate_json(cfg_json)
-        torch.manual_seed(cfg.run.seed)
-        trainer = build_trainer(cfg, Path(model_dir))
+        trainer = setup_rank(rank, n_ranks, cfg_json, model_dir, local_rank=rank, master_addr="127.0.0.1",
+                             port=port, threads=threads)
         conn.send(("ok", trainer.pad_id))
     except BaseException as exc:
         send_error(exc)
@@ -169,19 +196,8 @@ def _rank_main(rank: int, n_ranks: int, port: int, threads: int, cfg_json: str, 
             if command == "stop":
                 break
             try:
-                if command == "update":
-                    out: Any = trainer.update(*args)
-                elif command == "stream":
-                    out = trainer.stream_weights(lambda bucket: conn.send(("bucket", bucket)))
-                elif command == "save":
-                    out = trainer.save(Path(args[0]))
-                elif command == "load":
-                    out = trainer.load(Path(args[0]))
-                else:
-                    raise ValueError(f"unknown trainer command {command!r}")
-                conn.send(("ok", out))
+                conn.send(("ok", run_command(trainer, command, args, lambda bucket: conn.send(("bucket", bucket)))))
             except Exception as exc:
                 send_error(exc)
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        leave_group()
