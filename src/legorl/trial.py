@@ -19,10 +19,12 @@ import numpy as np
 from legorl.tasks.model import Task
 
 Outcome = Literal[
-    "solved", "failed", "timeout", "context_overflow", "env_setup_failed", "agent_error", "verifier_error"
+    "solved", "failed", "timeout", "context_overflow", "env_setup_failed", "agent_error", "verifier_error",
+    "infra_error",
 ]
-# outcomes that say nothing about the policy: dropped before training by default
-INFRA_OUTCOMES: tuple[str, ...] = ("env_setup_failed", "verifier_error")
+# outcomes that say nothing about the policy: dropped before training by default. `infra_error`: the
+# trial was lost outside the worker (its sandbox host actor died, no host was alive to run it).
+INFRA_OUTCOMES: tuple[str, ...] = ("env_setup_failed", "verifier_error", "infra_error")
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,9 @@ OUTCOME_FIXES = {
                         "window), lower rollout.max_turns, or truncate tool output in the scaffold",
     "agent_error": "the scaffold crashes: read agent/error.txt and agent/*.log in a trial dir "
                    "(`legorl dashboard` shows them per trial)",
+    "infra_error": "sandbox host actors die or none is alive (cluster.runtime = \"ray\"): the reason names the "
+                   "host and Ray's error; read that host's Ray worker logs, give hosts more memory/CPUs "
+                   "(cluster.hosts) or raise cluster.max_restarts",
 }
 
 

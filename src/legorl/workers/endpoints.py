@@ -17,8 +17,8 @@ from legorl.proxy.record import SessionRecord
 class EndpointProvider(Protocol):
     captures_tokens: bool
 
-    def open(self, metadata: dict[str, Any]) -> tuple[SessionEndpoint, str | None]:
-        """A fresh endpoint for one trial and a handle to close it with."""
+    async def open(self, metadata: dict[str, Any]) -> tuple[SessionEndpoint, str | None]:
+        """A fresh endpoint for one trial and a handle to close it with (async: the proxy may be remote)."""
         ...
 
     async def close(self, handle: str | None, out_dir: Path | None) -> SessionRecord | None:
@@ -35,7 +35,7 @@ class ProxyEndpoints:
         self.proxy = proxy
         self.model = model or proxy.config.model_name
 
-    def open(self, metadata: dict[str, Any]) -> tuple[SessionEndpoint, str | None]:
+    async def open(self, metadata: dict[str, Any]) -> tuple[SessionEndpoint, str | None]:
         s = self.proxy.open_session(metadata)
         return SessionEndpoint(s.openai_base_url, s.anthropic_base_url, model=self.model), s.id
 
@@ -59,7 +59,7 @@ class DirectEndpoints:
         self.anthropic_base_url = self.openai_base_url[: -len("/v1")]
         self.model, self.api_key = model, api_key
 
-    def open(self, metadata: dict[str, Any]) -> tuple[SessionEndpoint, str | None]:
+    async def open(self, metadata: dict[str, Any]) -> tuple[SessionEndpoint, str | None]:
         return SessionEndpoint(self.openai_base_url, self.anthropic_base_url, self.model, self.api_key), None
 
     async def close(self, handle: str | None, out_dir: Path | None) -> SessionRecord | None:

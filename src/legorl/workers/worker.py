@@ -185,7 +185,7 @@ class _Trial:
 
     async def _agent_phase(self, sandbox: Sandbox, tdir: TrialDir) -> None:
         timeout, limits = self._limits()
-        endpoint, handle = self.w.endpoints.open(
+        endpoint, handle = await self.w.endpoints.open(
             {"trial_id": self.spec.trial_id, "task_id": self.task.id, "attempt": self.spec.attempt}
         )
         t0 = time.monotonic()
