@@ -34,14 +34,18 @@ class ReplicaDiedError(T.EngineClosedError):
     """The replica's process exited (or its pipe broke) with the call pending."""
 
 
-def _encode_error(exc: BaseException) -> tuple[str, str, dict[str, Any]]:
+def encode_error(exc: BaseException) -> tuple[str, str, dict[str, Any]]:
+    """(type name, message, attrs): plain values (a ContextLengthError does not survive pickle: its __init__
+    takes more than its args); also the wire format of `legorl.cluster.replica`."""
     attrs = {k: getattr(exc, k) for k in ("prompt_tokens", "limit") if hasattr(exc, k)}
     return type(exc).__name__, str(exc), attrs
 
 
-def _decode_error(name: str, msg: str, attrs: dict[str, Any]) -> BaseException:
+def decode_error(name: str, msg: str, attrs: dict[str, Any]) -> BaseException:
     if name == "ContextLengthError":
         return T.ContextLengthError(msg, attrs.get("prompt_tokens", 0), attrs.get("limit", 0))
+    if name == "ReplicaDiedError":
+        return ReplicaDiedError(msg)
     cls = getattr(T, name, None)
     if isinstance(cls, type) and issubclass(cls, T.EngineError):
         return cls(msg)
@@ -72,7 +76,7 @@ async def _serve(conn: Any, model: str, kwargs: dict[str, Any]) -> None:
         engine = EmbeddedEngine.from_pretrained(model, **kwargs)
         await engine.start()
     except BaseException as exc:
-        send(("fatal", 0, _encode_error(exc)))
+        send(("fatal", 0, encode_error(exc)))
         return
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[tuple[Any, ...] | None] = asyncio.Queue()
@@ -91,7 +95,7 @@ async def _serve(conn: Any, model: str, kwargs: dict[str, Any]) -> None:
                 try:
                     send(("ok", call_id, getattr(engine, kind)(*args)))
                 except Exception as exc:
-                    send(("err", call_id, _encode_error(exc)))
+                    send(("err", call_id, encode_error(exc)))
             else:
                 loop.call_soon_threadsafe(inbox.put_nowait, msg)
 
@@ -102,7 +106,7 @@ async def _serve(conn: Any, model: str, kwargs: dict[str, Any]) -> None:
                 args = ({k: torch.from_numpy(v) for k, v in state.items()}, version, mode)
             send(("ok", call_id, await getattr(engine, kind)(*args)))
         except Exception as exc:
-            send(("err", call_id, _encode_error(exc)))
+            send(("err", call_id, encode_error(exc)))
 
     threading.Thread(target=reader, name="legorl-replica-reader", daemon=True).start()
     tasks: set[asyncio.Task] = set()
@@ -173,7 +177,7 @@ class ProcessReplica:
                         "starts replicas needs an `if __name__ == '__main__':` guard (spawn re-imports it)"
                     ) from None
                 if kind != "ready":
-                    raise _decode_error(*payload)
+                    raise decode_error(*payload)
                 out.append(cls(proc, parent, payload))
         except BaseException:
             for proc, parent in started:
@@ -271,7 +275,7 @@ class ProcessReplica:
                 break
             fut = self._pending.pop(call_id, None)
             if fut is not None:
-                _settle(fut, payload if status == "ok" else _decode_error(*payload))
+                _settle(fut, payload if status == "ok" else decode_error(*payload))
         with self._send_lock:
             self._closed = True
             pending, self._pending = list(self._pending.values()), {}
