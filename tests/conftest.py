@@ -123,7 +123,8 @@ def pytest_sessionstart(session):
 def pytest_xdist_make_scheduler(config, log):
     """`-n 2`: tests are spread one by one, except that every test of a `*vllm*` file runs on one worker,
     in file order: module-scoped vLLM servers are started once, the restart test still runs after the
-    other users of its module's server, and two vLLM servers never start at the same time.
+    other users of its module's server, and two vLLM servers never start at the same time. Likewise every
+    test of `tests/cluster/` runs on one worker, in order, sharing one Ray cluster (tests/cluster/conftest.py).
     (xdist's own `--dist loadgroup` cannot do this on pytest 9.2: its node-id rewrite has no effect.)"""
     if config.getvalue("dist") not in ("load", "loadgroup"):
         return None
@@ -131,6 +132,9 @@ def pytest_xdist_make_scheduler(config, log):
 
     class VLLMFilesOnOneWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "vllm" if "vllm" in nodeid.split("::", 1)[0].rsplit("/", 1)[-1] else nodeid
+            path = nodeid.split("::", 1)[0]
+            if path.startswith("tests/cluster/"):
+                return "ray"
+            return "vllm" if "vllm" in path.rsplit("/", 1)[-1] else nodeid
 
     return VLLMFilesOnOneWorker(config, log)

@@ -25,23 +25,6 @@ pytestmark = pytest.mark.slow
 CLASSES = ("ReplicaActor", "GatewayActor", "SandboxHostActor", "TrainerRankActor")
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    import ray
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        pytest.skip("a Ray session is already up in this process")
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {"head": 1}})
-    for _ in range(2):
-        c.add_node(num_cpus=2, resources={"rollout": 1})
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
-    yield c
-    ray.shutdown()
-    c.shutdown()
-
-
 def _alive(cls: str) -> list[dict]:
     """Live actors of a class, from the GCS (the state API needs the dashboard, which these nodes do not run)."""
     import ray._private.state
@@ -76,7 +59,7 @@ def _assert_all_gone() -> None:
         assert _alive(cls) == [], f"{cls} actors outlived the run"
 
 
-async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(cluster, tiny_run_config):
+async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(ray_cluster, tiny_run_config):
     cfg = _config(tiny_run_config, "sync")
     placed: dict[str, set[str]] = {}
 
@@ -111,7 +94,7 @@ async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(cluster
     _assert_all_gone()
 
 
-async def test_async_steps_on_the_cluster(cluster, tiny_run_config):
+async def test_async_steps_on_the_cluster(ray_cluster, tiny_run_config):
     cfg = _config(tiny_run_config, "async", async_training={"enabled": True, "staleness_threshold": 1,
                                                             "partial_rollout": True})
     history = await train(cfg, on_line=lambda _: None, progress=False)

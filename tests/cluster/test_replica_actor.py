@@ -45,17 +45,6 @@ async def _until(cond, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.05)
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
-
-    if ray.is_initialized():
-        pytest.skip("a Ray session is already up in this process")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def stack(local_ray, tiny_llama_dir):
     """Two replica actors (max_restarts=1), and replica 0 in this process: what the actor must reproduce

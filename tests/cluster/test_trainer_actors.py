@@ -21,13 +21,6 @@ from legorl.train.ranks import RankFailedError  # noqa: E402
 from legorl.train.trainer import LogprobMismatchError  # noqa: E402
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def config(model_dir, *overrides: str):
     # 1 MB buckets: the tiny model's weights come back in more than one
     return load_config(None, [f"model.path={model_dir}", "trainer.lr=1e-3", "trainer.micro_batch_size=2",
@@ -64,7 +57,7 @@ def rel(a: dict, b: dict) -> float:
 
 
 @pytest.fixture(scope="module")
-def trained(tiny_llama_dir):
+def trained(local_ray, tiny_llama_dir):
     """Two rank actors after one update on batch(0): (trainer, metrics, weights, buckets, bytes)."""
     trainer = RayTrainer(config(tiny_llama_dir), tiny_llama_dir)
     try:
@@ -124,7 +117,7 @@ def gone(pid: int) -> bool:
     return False
 
 
-def test_a_refused_batch_keeps_the_group_and_a_killed_rank_fails_the_next_call(tiny_llama_dir):
+def test_a_refused_batch_keeps_the_group_and_a_killed_rank_fails_the_next_call(local_ray, tiny_llama_dir):
     trainer = RayTrainer(config(tiny_llama_dir, "trainer.max_logprob_abs_diff=1e-3"), tiny_llama_dir)
     actors, pids = list(trainer.actors), list(trainer.pids)
     try:

@@ -83,6 +83,16 @@ class GatewayActor:
         except KeyError:
             return None
 
+    async def close_host_sessions(self, host: int) -> int:
+        """Close the sessions a dead sandbox host opened (its trials will never close them); their in-flight
+        generations are aborted. Returns how many were closed."""
+        proxy = self.server.proxy
+        sids = [sid for sid, s in proxy.sessions.items() if s.metadata.get("sandbox_host") == host]
+        for sid in sids:
+            with contextlib.suppress(KeyError):
+                await proxy.close_session(sid)
+        return len(sids)
+
     # -- weight sync (the driver's `WeightSync` target) ---------------------------------------------
     def weight_version(self) -> int:
         return int(self.server.manager.weight_version)
@@ -130,24 +140,33 @@ class GatewayActor:
     # -- replica revival ----------------------------------------------------------------------------
     async def revive(self, timeout_s: float = 0.0) -> int:
         """Bring back dead replicas that answer again (Ray restarted them) with the last synced weights; wait up
-        to `timeout_s` for ones still restarting. Returns how many rejoined."""
+        to `timeout_s` for ones still restarting (not for ones Ray will not restart). Returns how many rejoined."""
         if self.pool is None:
             return 0
         deadline = time.monotonic() + timeout_s
         n = 0
         while True:
-            for rep in [r for r in self.pool.all() if not r.healthy]:
+            for rep in self._down():
                 if await self._revive_one(rep):
                     n += 1
-            if all(r.healthy for r in self.pool.all()) or time.monotonic() >= deadline:
+            if not self._down() or time.monotonic() >= deadline:
                 return n
             await asyncio.sleep(0.2)
+
+    def _down(self) -> list[Any]:
+        """Replicas out of routing that may come back (Ray said twice in a row that it will not: gone)."""
+        return [r for r in self.pool.all() if not r.healthy and r.meta.get("dead_answers", 0) < 2]
 
     async def _revive_one(self, rep: Any) -> bool:
         try:
             await rep.engine.wait_ready(timeout=2.0)
-        except (TimeoutError, *REPLICA_FAILURES):
+        except TimeoutError:  # still restarting
+            rep.meta["dead_answers"] = 0
             return False
+        except REPLICA_FAILURES:  # Ray will not restart it (asked twice: a restart can look like this briefly)
+            rep.meta["dead_answers"] = rep.meta.get("dead_answers", 0) + 1
+            return False
+        rep.meta["dead_answers"] = 0
         async with self._sync_lock:
             try:
                 if self._last is not None:
@@ -191,6 +210,7 @@ class GatewayActor:
     async def health(self) -> dict[str, Any]:
         reps = self.pool.all() if self.pool is not None else []
         return {"replicas": {r.id: r.healthy for r in reps}, "revived": self.revived,
+                "sessions": len(self.server.proxy.sessions),
                 "weight_version": self.weight_version(),
                 "versions": {r.id: r.engine.weight_version for r in reps}}
 

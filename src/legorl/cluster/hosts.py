@@ -140,7 +140,7 @@ class HostsRunner:
 
     def __init__(self, hosts: Sequence[Any], infos: Sequence[dict[str, Any]] | None = None,
                  placement: RolePlacement | None = None, output_root: Path | None = None, exp_name: str = "default",
-                 revive_wait_s: float = 60.0, probe_interval_s: float = 0.5):
+                 revive_wait_s: float = 60.0, probe_interval_s: float = 0.5, gateway: Any = None):
         infos = list(infos) if infos is not None else [{} for _ in hosts]
         self.hosts = [_Host(i, a, int(info.get("slots", 1 << 30)), str(info.get("node_ip", "?")))
                       for i, (a, info) in enumerate(zip(hosts, infos, strict=True))]
@@ -148,6 +148,7 @@ class HostsRunner:
         self.output_root, self.exp_name = output_root, exp_name  # where a lost trial's result.json goes
         self.revive_wait_s = revive_wait_s  # how long a trial waits when every host is restarting
         self.probe_interval_s = probe_interval_s
+        self.gateway = gateway  # told to close a dead host's sessions (their trials will never close them)
         self.lost = 0  # trials that ended as infra_error here (host died, none alive, call failed)
         self.deaths = 0
         self._cond = asyncio.Condition()
@@ -237,6 +238,8 @@ class HostsRunner:
                 self.deaths += 1
                 host.state = "restarting"
                 host.probe = asyncio.create_task(self._probe(host), name=f"legorl-host-probe-{host.index}")
+                if self.gateway is not None:
+                    self.gateway.close_host_sessions.remote(host.index)
             self._cond.notify_all()
 
     async def _probe(self, host: _Host) -> None:
@@ -311,7 +314,10 @@ async def start_hosts(cfg: RunConfig, run_root: str, gateway: Any) -> tuple[Host
     actors: list[Any] = []
     try:
         cls = ray.remote(SandboxHostActor)
-        cfg_json = cfg.model_dump_json()
+        # `rollout.concurrency` is the run's: each host takes its share
+        share = max(1, -(-cfg.rollout.concurrency // n))
+        cfg_json = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"concurrency": share})}
+                                  ).model_dump_json()
         for i in range(n):
             opts = placement.options(i, max_restarts=cfg.cluster.max_restarts, max_task_retries=0)
             actors.append(cls.options(**opts).remote(cfg_json, str(run_root), gateway, i))
@@ -323,7 +329,7 @@ async def start_hosts(cfg: RunConfig, run_root: str, gateway: Any) -> tuple[Host
         placement.release()
         raise
     log.info("sandbox hosts: %s", ", ".join(f"{i['index']}@{i['node_ip']}" for i in infos))
-    return HostsRunner(actors, infos, placement, Path(run_root), cfg.run.name), placement
+    return HostsRunner(actors, infos, placement, Path(run_root), cfg.run.name, gateway=gateway), placement
 
 
 def _with_id(spec: TrialSpec) -> TrialSpec:
