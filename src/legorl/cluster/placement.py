@@ -42,6 +42,19 @@ def connect(cluster: ClusterSection) -> bool:
     return True
 
 
+def check_gateway_reachable(cluster: ClusterSection) -> None:
+    """A loopback gateway cannot serve scaffolds on other machines: refuse to start rather than fail every trial."""
+    ray = import_ray()
+    if cluster.bind_host not in ("127.0.0.1", "localhost", "::1"):
+        return
+    ips = sorted({n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")})
+    if len(ips) > 1:
+        raise PlacementError(
+            f"cluster.bind_host={cluster.bind_host!r} but the Ray cluster spans {len(ips)} machines ({', '.join(ips)}): "
+            "sandbox hosts there could not reach the gateway's proxy; set cluster.bind_host='0.0.0.0' (and open "
+            "cluster.proxy_port between the nodes)")
+
+
 def _bundle(role: RoleSection) -> dict[str, float]:
     b = {"CPU": role.num_cpus, "GPU": role.num_gpus, **role.resources}
     return {k: float(v) for k, v in b.items() if v}

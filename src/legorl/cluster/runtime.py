@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from legorl.cluster.placement import RolePlacement, connect, import_ray
+from legorl.cluster.placement import RolePlacement, check_gateway_reachable, connect, import_ray
 from legorl.config.sections import RunConfig
 from legorl.rundir import RunDir
 from legorl.serving.types import EngineStats
@@ -75,6 +75,7 @@ class RayRuntime:
         replicas: list[Any] = []
         gateway = runner = None
         try:
+            check_gateway_reachable(cfg.cluster)
             gateway, replicas, info = await _start_serving(cfg, run_dir, placements)
             from legorl.cluster.hosts import start_hosts
 

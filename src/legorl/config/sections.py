@@ -427,6 +427,11 @@ class RunConfig(Section):
                 f"async_training.trigger_parameter_sync_step={k} trains up to {k - 1} updates on one weight "
                 f"version: async_training.staleness_threshold must be >= {k - 1} (got {asyn.staleness_threshold})"
             )
+        if self.cluster.runtime == "local":
+            set_ = [k for k in ("ray_address", "bind_host", "proxy_port", "sandbox_hosts", "engines", "trainer",
+                                "hosts", "gateway") if k in self.cluster.model_fields_set]
+            if set_:
+                problems.append(f"cluster.{set_[0]} only applies with cluster.runtime='ray' (docs/cluster.md)")
         engine, replicas = self.serving.engine, self.serving.n_replicas
         if vllm.urls and engine != "vllm":
             problems.append("serving.vllm.urls is set but serving.engine is not 'vllm'")

@@ -1,0 +1,32 @@
+"""The `[cluster]` section without a Ray cluster: what a config may say, and the actor options a role gets."""
+
+from __future__ import annotations
+
+import pytest
+
+from legorl.cluster.placement import RolePlacement, _bundle
+from legorl.config import RunConfig
+from legorl.config.sections import RoleSection
+
+
+@pytest.mark.parametrize("key,value", [("sandbox_hosts", 2), ("ray_address", "auto"), ("bind_host", "0.0.0.0"),
+                                       ("engines", {"num_gpus": 1})])
+def test_ray_only_settings_are_refused_on_the_local_runtime(key, value):
+    with pytest.raises(ValueError, match=f"cluster.{key} only applies with cluster.runtime='ray'"):
+        RunConfig.model_validate({"cluster": {key: value}})
+    RunConfig.model_validate({"cluster": {"runtime": "ray", key: value}})
+
+
+def test_a_role_that_reserves_nothing_is_spread_without_a_placement_group():
+    role = RoleSection()
+    assert _bundle(role) == {}
+    opts = RolePlacement("hosts", role, 2).options(1, max_restarts=3)
+    assert opts == {"num_cpus": 0.0, "num_gpus": 0.0, "resources": {}, "scheduling_strategy": "SPREAD",
+                    "max_restarts": 3}
+    packed = RolePlacement("trainer", RoleSection(strategy="PACK"), 2).options(0)
+    assert "scheduling_strategy" not in packed
+
+
+def test_a_role_bundle_holds_what_it_reserves():
+    role = RoleSection(num_cpus=2, num_gpus=1, resources={"rollout": 0.5})
+    assert _bundle(role) == {"CPU": 2.0, "GPU": 1.0, "rollout": 0.5}
