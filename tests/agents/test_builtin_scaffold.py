@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from legorl.agents import base
-from legorl.agents.builtin_tools import TOOLS, Action, run_action, says_done, text_action, truncate
+from legorl.agents.builtin_tools import (
+    TOOLS,
+    Action,
+    example_messages,
+    run_action,
+    says_done,
+    text_action,
+    tool_schemas,
+    truncate,
+)
 from legorl.env import make_sandbox
 from legorl.tasks.model import Task, TaskLimits
 
@@ -19,6 +28,36 @@ def test_registered_names():
         assert name in base.SCAFFOLDS
     assert type(base.load_scaffold("builtin")).__name__ == "BuiltinScaffold"
     assert {t["function"]["name"] for t in TOOLS} == {"bash", "view", "create", "str_replace", "submit"}
+
+
+def test_tool_subsets():
+    assert tool_schemas(True) == TOOLS and tool_schemas(False) == []
+    assert [t["function"]["name"] for t in tool_schemas(["submit", "bash"])] == ["submit", "bash"]
+    with pytest.raises(ValueError, match="unknown tool"):
+        tool_schemas(["bash", "python"])
+    assert [t["function"]["name"] for t in base.load_scaffold("builtin", tools=["bash", "submit"]).tools] == [
+        "bash", "submit"]
+
+
+def test_examples_as_pairs_and_as_tool_conversations():
+    assert example_messages(["task", "```bash\nls\n```"], 0) == [
+        {"role": "user", "content": "task"}, {"role": "assistant", "content": "```bash\nls\n```"}]
+    msgs = example_messages([
+        {"role": "user", "content": "Do what /app/TODO says."},
+        {"role": "assistant", "tool_calls": [{"function": {"name": "bash", "arguments": {"command": "cat TODO"}}}]},
+        {"role": "tool", "content": "exit code: 0\nmake dir x"},
+        {"role": "assistant", "content": "ok", "tool_calls": [{"id": "c9", "function": {"name": "submit"}}]},
+        {"role": "tool", "content": "submitted"},
+    ], 3)
+    call = msgs[1]["tool_calls"][0]
+    assert call == {"id": "example3_1_0", "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "cat TODO"}'}}
+    assert msgs[1]["content"] == "" and msgs[2]["tool_call_id"] == "example3_1_0"
+    assert msgs[3]["tool_calls"][0]["function"]["arguments"] == "{}" and msgs[4]["tool_call_id"] == "c9"
+    with pytest.raises(ValueError, match="no call to answer"):
+        example_messages([{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}], 0)
+    with pytest.raises(ValueError, match="message 0"):
+        example_messages([{"content": "no role"}], 0)
 
 
 @pytest.mark.parametrize(

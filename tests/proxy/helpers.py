@@ -21,10 +21,11 @@ class ScriptedManager:
     """TEST DOUBLE (allowed because a random tiny model cannot emit a specific tool call): a
     ServerManager whose `generate` answers with the next scripted text, tokenized canonically and
     closed with the end-of-turn token (or cut by length when `eos_id` is None), while the logprobs it reports are the real engine's
-    `prompt_logprobs` of exactly those tokens under the tiny model. Everything else is delegated to
-    the real manager, so fidelity checks against a teacher-forced HF forward stay meaningful."""
+    `prompt_logprobs` of exactly those tokens under the tiny model. A `None` entry is a real sampled
+    turn (the engine's own tokens and sampling logprobs). Everything else is delegated to the real
+    manager, so fidelity checks against a teacher-forced HF forward stay meaningful."""
 
-    def __init__(self, real, tokenizer, script: list[str], eos_id: int | None):
+    def __init__(self, real, tokenizer, script: list[str | None], eos_id: int | None):
         self.real, self.tok, self.script, self.eos = real, tokenizer, list(script), eos_id
         self.requests: list[GenerateRequest] = []
 
@@ -38,7 +39,10 @@ class ScriptedManager:
 
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         self.requests.append(request)
-        ids = encode_text(self.tok, self.script.pop(0)) + ([self.eos] if self.eos is not None else [])
+        text = self.script.pop(0)
+        if text is None:
+            return await self.real.generate(request)
+        ids = encode_text(self.tok, text) + ([self.eos] if self.eos is not None else [])
         temp = request.sampling.temperature or 1.0
         lps = await self.real.prompt_logprobs(request.prompt_ids + ids, request.session_id, temp)
         finish = "stop" if self.eos is not None else "length"

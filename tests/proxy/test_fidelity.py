@@ -215,3 +215,75 @@ async def test_rewrite_forks_at_last_shared_reply(proxy, hf_model):
     ref = teacher_forced(hf_model, rec.token_ids)
     a, b = rec.main.recomputed_spans[0]
     assert max(abs(rec.logprobs[i] - ref[i]) for i in range(a, b)) < 1e-4
+
+
+async def test_builtin_multi_turn_rollout_matches_the_trainer(manager, tokenizer, tiny_llama_dir, tmp_path):
+    """The builtin scaffold through the proxy on a real sandbox, four turns: two scripted bash tool calls
+    (engine-scored) whose real command outputs come back as `tool` turns, each followed by a turn the
+    engine samples. The trainer's own recompute (Actor.compute_logprobs, fp32) agrees with the record to
+    mean |Δlogp| <= 1e-5, sampled turns included, and every token of a command's output is masked."""
+    import json
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from legorl.agents.base import ScaffoldLimits
+    from legorl.config import load_config
+    from legorl.tasks import load_tasks
+    from legorl.train.actor import Actor
+    from legorl.train.batch import collate
+    from legorl.train.logprobs import fidelity
+    from legorl.workers import ProxyEndpoints, TrialSpec, WorkerConfig, run_trials
+
+    call = '<tool_call>\n{{"name": "bash", "arguments": {{"command": "{}"}}}}\n</tool_call>'
+    script = [call.format("cat /app/NOTE.md"), None, call.format("ls /app"), None]
+    server = ProxyServer(ScriptedManager(manager, tokenizer, script, eos_id=2), tokenizer)
+    await server.start()
+    task = next(t for t in load_tasks("builtin:shell-multistep") if t.id == "note-create-1")
+    root = Path("/tmp") / f"legorl-fidtest-{uuid.uuid4().hex[:8]}"
+    cfg = WorkerConfig(limits=ScaffoldLimits(max_turns=4, max_tokens_per_call=12, temperature=1.0),
+                       output_root=tmp_path, sandbox_opts={"root_dir": root},
+                       scaffold_kwargs={"tools": ["bash", "submit"], "seed": 3})
+    try:
+        (r,) = await run_trials([TrialSpec(task, trial_id="fid")], ProxyEndpoints(server), cfg)
+    finally:
+        await server.close()
+        shutil.rmtree(root, ignore_errors=True)
+    assert r.metadata["exit_status"] == "turn_limit" and r.turns == 4, r.reason
+    c = r.metadata["counters"]
+    assert c["tool_calls"] == 2 and c["tool_parse_failures"] == 0 and c["rewrites"] == 0
+    ro = r.tokens
+    # the trained tokens are the proxy record in the trial dir, mask included
+    main = json.loads((Path(r.artifacts_dir) / "proxy_trajectory.json").read_text())["branches"][0]
+    assert ro.token_ids == main["token_ids"] and ro.response_mask == main["mask"]
+    runs: list[tuple[int, list[int]]] = []  # (mask, positions) of each maximal run
+    for i, m in enumerate(ro.response_mask):
+        if runs and runs[-1][0] == m:
+            runs[-1][1].append(i)
+        else:
+            runs.append((m, [i]))
+    policy = [pos for m, pos in runs if m]
+    assert len(policy) == 4 and sum(map(len, policy)) == c["completion_tokens"]  # the engine's tokens, no others
+    # every command output the scaffold sent back is context: inside a mask-0 run, in no policy run
+    outputs = [m["content"] for m in json.loads((Path(r.artifacts_dir) / "agent" / "messages.json").read_text())
+               if m["role"] == "tool"]
+    assert len(outputs) == 2 and "NOTE" in outputs[1] and "exit code: 0" in outputs[0]
+    text = {m: [tokenizer.decode([ro.token_ids[i] for i in pos]) for mm, pos in runs if mm == m] for m in (0, 1)}
+    for out in outputs:
+        for line in (x for x in out.splitlines() if x and not any(x in s for s in script if s)):  # not in a call
+            assert any(line in t for t in text[0]) and not any(line in t for t in text[1]), line
+    # the trainer's recompute: all policy tokens, and the two sampled turns alone
+    run_cfg = load_config(None, [])
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
+    actor = Actor(model, run_cfg.trainer, run_cfg.algorithm, 1.0)
+    batch = collate([r])
+    logp = actor.compute_logprobs(batch)
+    fid = fidelity(logp, batch.behav_logp, batch.mask)
+    assert fid["rollout_corr/abs_diff_mean"] <= 1e-5, fid
+    sampled = [i for pos in (policy[1], policy[3]) for i in pos]
+    assert len(sampled) >= 2
+    gap = [abs(float(logp[0, i]) - ro.logprobs[i]) for i in sampled]
+    assert sum(gap) / len(gap) <= 1e-5 and max(gap) <= 1e-4, gap

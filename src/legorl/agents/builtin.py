@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from legorl.agents.base import ScaffoldLimits, ScaffoldResult, SessionEndpoint
-from legorl.agents.builtin_tools import TOOLS, Action, parse_arguments, run_action, says_done, text_action
+from legorl.agents.builtin_tools import (
+    Action,
+    example_messages,
+    parse_arguments,
+    run_action,
+    says_done,
+    text_action,
+    tool_schemas,
+)
 from legorl.env.base import Sandbox
 
 SYSTEM_PROMPT = """You are an expert Linux user. Solve the task by running shell commands.
@@ -44,27 +52,28 @@ def _is_overflow(exc: Exception) -> bool:
 
 
 class BuiltinScaffold:
-    """See the module docstring. Options: `tools` (send tool schemas; False = text protocol only),
-    `system_prompt` (replace the default), `seed` (per-call seeds `seed + turn`, for reproducible runs),
-    `examples` (few-shot [task, reply] pairs sent as real user/assistant turns before the task: small
-    models copy a format from turns far better than from a description), `instruction_suffix` (appended
-    to the task text, e.g. a one-line format reminder)."""
+    """See the module docstring. Options: `tools` (send tool schemas: True all, a list of names some,
+    False the text protocol only), `system_prompt` (replace the default), `seed` (per-call seeds
+    `seed + turn`, for reproducible runs), `examples` (few-shot conversations sent as real turns before
+    the task: [task, reply] pairs, or messages with tool calls, see `example_messages`; small models copy
+    a format from turns far better than from a description), `instruction_suffix` (appended to the task
+    text, e.g. a one-line format reminder)."""
 
     name: ClassVar[str] = "builtin"
     needs_model: ClassVar[bool] = True
 
     def __init__(
         self,
-        tools: bool = True,
+        tools: bool | list[str] = True,
         system_prompt: str | None = None,
         seed: int | None = None,
-        examples: list[list[str]] | None = None,
+        examples: list[list[Any]] | None = None,
         instruction_suffix: str = "",
     ):
-        self.use_tools = tools
+        self.tools = tool_schemas(tools)
         self.system_prompt = system_prompt or SYSTEM_PROMPT
         self.seed = seed
-        self.examples = [(str(u), str(a)) for u, a in (examples or [])]
+        self.examples = [example_messages(e, i) for i, e in enumerate(examples or [])]
         self.instruction_suffix = instruction_suffix
 
     async def run(
@@ -80,8 +89,8 @@ class BuiltinScaffold:
                                     timeout=limits.timeout_sec,
                                     http_client=openai.DefaultAsyncHttpxClient(verify=False) if plain else None)
         messages: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}]
-        for user, assistant in self.examples:
-            messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+        for example in self.examples:
+            messages += [dict(m) for m in example]
         messages.append({"role": "user", "content": instruction.strip() + self.instruction_suffix})
         stats = {"commands": 0, "tool_calls": 0, "text_actions": 0, "nudges": 0}
         logf = (log_dir / "builtin.log").open("a")
@@ -107,8 +116,8 @@ class BuiltinScaffold:
             kwargs: dict[str, Any] = {"model": endpoint.model, "messages": messages,
                                       "max_tokens": limits.max_tokens_per_call,
                                       "temperature": limits.temperature, "top_p": limits.top_p}
-            if self.use_tools:
-                kwargs["tools"] = TOOLS
+            if self.tools:
+                kwargs["tools"] = self.tools
             if self.seed is not None:
                 kwargs["seed"] = self.seed + turn
             try:

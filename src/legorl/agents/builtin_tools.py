@@ -33,6 +33,51 @@ TOOLS: list[dict[str, Any]] = [
 ]
 TOOL_NAMES = {t["function"]["name"] for t in TOOLS}
 
+
+def tool_schemas(tools: bool | list[str]) -> list[dict[str, Any]]:
+    """The schemas a scaffold offers: all (True), none (False: the text protocol), or the named ones (a
+    small model reads a two-tool preamble more easily than five)."""
+    if isinstance(tools, bool):
+        return list(TOOLS) if tools else []
+    unknown = [n for n in tools if n not in TOOL_NAMES]
+    if unknown:
+        raise ValueError(f"unknown tool(s) {unknown}: the builtin tools are {', '.join(sorted(TOOL_NAMES))}")
+    by_name = {t["function"]["name"]: t for t in TOOLS}
+    return [by_name[n] for n in tools]
+
+
+def example_messages(example: list[Any], index: int) -> list[dict[str, Any]]:
+    """One few-shot example as chat messages. Strings alternate user / assistant; dicts are OpenAI
+    messages, where an assistant's `tool_calls` may omit `id`/`type` and give `arguments` as a table,
+    and a `tool` message may omit `tool_call_id` (it answers the next unanswered call): a multi-turn
+    example with real tool calls stays short enough to write in a TOML config."""
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for j, m in enumerate(example):
+        if isinstance(m, str):
+            out.append({"role": "user" if j % 2 == 0 else "assistant", "content": m})
+            continue
+        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
+            raise ValueError(f"example {index}, message {j}: a string or a message with a role, got {m!r}")
+        msg = {"content": "", **m}
+        if msg["role"] == "assistant" and msg.get("tool_calls"):
+            calls = []
+            for k, c in enumerate(msg["tool_calls"]):
+                fn = dict(c.get("function") or {})
+                args = fn.get("arguments", {})
+                fn["arguments"] = args if isinstance(args, str) else json.dumps(args)
+                calls.append({"id": c.get("id") or f"example{index}_{j}_{k}", "type": "function", "function": fn})
+            msg["tool_calls"] = calls
+            pending += [c["id"] for c in calls]
+        elif msg["role"] == "tool" and not msg.get("tool_call_id"):
+            if not pending:
+                raise ValueError(f"example {index}, message {j}: a tool message with no call to answer")
+            msg["tool_call_id"] = pending[0]
+        if msg["role"] == "tool" and msg["tool_call_id"] in pending:
+            pending.remove(msg["tool_call_id"])
+        out.append(msg)
+    return out
+
 _STR_REPLACE = (
     "import base64,json,sys\n"
     "a=json.loads(base64.b64decode(sys.argv[1]))\n"
