@@ -94,7 +94,7 @@ def scaffold_tool_mode(agent: str, kwargs: dict[str, Any]) -> str:
     `agent`, `kwargs`: the config's `agent.name` and `agent.kwargs`."""
     if agent in NO_MODEL_SCAFFOLDS:
         return "none"
-    if agent in TEXT_SCAFFOLDS or kwargs.get("tools") is False:
+    if agent in TEXT_SCAFFOLDS or kwargs.get("tools") in (False, []):  # builtin: a list names the tools
         return "text"
     return "tools"
 
