@@ -8,7 +8,10 @@ cluster on this machine (`ray.cluster_utils.Cluster`: a head node for the driver
 rank, two rollout nodes with a replica and a sandbox host each); all nodes share the same cores as the
 in-process variant, so the ratio is the cost of the actors, the object store and the extra processes
 (Ray's own daemons included), not a scale-out gain. Reported from the last step: step time, rollout
-time, trials per hour (trials of the step / step time), weight-sync seconds and bytes.
+time, trials per hour (trials of the step / step time), weight-sync seconds and bytes, and the tokens
+the engines decoded (rollout time follows them: the variants sample different trials, replica seeds
+differ). Each simulated node has its own object store, so a weight bucket crosses from the head node
+to each rollout node over Ray's object manager (TCP), as between real machines.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ print("RESULT " + json.dumps(history[-1]))
 """
 
 KEYS = ("timing/step_s", "timing/rollout_s", "timing/update_s", "timing/weight_sync_s", "weight_sync/bytes",
-        "trials_per_hour", "budget/engine/decode_tok_s", "rollout/pass_rate")
+        "trials_per_hour", "budget/engine/decode_tokens", "budget/engine/decode_tok_s", "rollout/pass_rate")
 
 
 def run_variant(config: str, overrides: list[str], steps: int, out_dir: str) -> dict:
