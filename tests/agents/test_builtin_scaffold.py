@@ -116,3 +116,19 @@ async def test_tools_on_a_real_sandbox(sandbox):
     assert "timed out" in out
     assert "exit code: 3" in await run("bash", command="echo err >&2; exit 3")
     assert "error" in await run("bash") and "unknown tool" in await run("rm_rf", path="/")
+
+
+async def test_the_run_configs_command_timeout_kills_an_interactive_command(sandbox):
+    """`agent.command_timeout_sec` reaches the scaffold's limits and kills a command that would not end (as an
+    interactive `vim` did in the demo, holding its whole step for the 60 s default)."""
+    import time
+
+    from legorl.config import RunConfig
+    from legorl.workers.config import worker_config
+
+    limits = worker_config(RunConfig.model_validate({"agent": {"command_timeout_sec": 1}})).limits
+    assert limits.command_timeout_sec == 1
+    t0 = time.monotonic()
+    out = await run_action(Action("bash", {"command": "sleep 30; echo never"}), sandbox, limits.command_timeout_sec,
+                           limits.max_output_chars)
+    assert time.monotonic() - t0 < 10 and "timed out after 1s" in out and "never" not in out

@@ -88,6 +88,9 @@ class AgentSection(Section):
     """How the proxy reads tool calls out of the model's text: `hermes` or `qwen3_coder`."""
     timeout_sec: float | None = None
     """Wall-clock limit of the scaffold per trial. None: the task's `[agent] timeout_sec`."""
+    command_timeout_sec: float = Field(60.0, gt=0.0)
+    """Limit of one command the scaffold runs in the sandbox (killed after it, the output says so): an interactive
+    program (`vim`, `cat` with no file) otherwise holds its trial, and a sync step, for this long."""
 
 
 class SandboxSection(Section):

@@ -47,7 +47,8 @@ def worker_config(cfg: RunConfig, output_root: Path | None = None) -> WorkerConf
     """A training run's worker settings, from its `agent`, `sandbox` and `rollout` sections."""
     agent, rollout = cfg.agent, cfg.rollout
     limits = ScaffoldLimits(max_turns=rollout.max_turns, max_tokens_per_call=rollout.max_response_len,
-                            temperature=rollout.temperature, top_p=rollout.top_p)
+                            temperature=rollout.temperature, top_p=rollout.top_p,
+                            command_timeout_sec=agent.command_timeout_sec)
     n = rollout.concurrency
     return WorkerConfig(
         scaffold=agent.name, scaffold_kwargs=dict(agent.kwargs), limits=limits, backend=cfg.sandbox.backend,
