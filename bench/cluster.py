@@ -17,11 +17,12 @@ to each rollout node over Ray's object manager (TCP), as between real machines.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
-import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import demo_step  # bench/ is not a package: found through the path above
 
 RAY = ["cluster.runtime=ray", "cluster.sandbox_hosts=2", "cluster.max_restarts=0",
        'cluster.engines={resources={rollout=0.4},strategy="SPREAD"}',
@@ -61,14 +62,7 @@ KEYS = ("timing/step_s", "timing/rollout_s", "timing/update_s", "timing/weight_s
 
 
 def run_variant(config: str, overrides: list[str], steps: int, out_dir: str) -> dict:
-    args = [f"trainer.total_steps={steps}", "trainer.test_freq=0", "trainer.val_before_train=false",
-            f"run.output_dir={out_dir}", "run.name=bench", *overrides]
-    t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", _CHILD, config, "--", *args], capture_output=True, text=True)
-    if res.returncode != 0:
-        raise SystemExit(f"variant {overrides} failed:\n{res.stderr[-3000:]}")
-    row = json.loads(next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
-    return {**row, "wall/process_s": time.perf_counter() - t0}
+    return demo_step.run_variant(config, overrides, steps, out_dir, child=_CHILD)
 
 
 def main() -> None:

@@ -46,11 +46,12 @@ def _burn() -> None:
         pass
 
 
-def run_variant(config: str, overrides: list[str], steps: int, out_dir: str) -> dict:
+def run_variant(config: str, overrides: list[str], steps: int, out_dir: str, child: str = _CHILD) -> dict:
+    """`train()` for `steps` steps in a fresh process running `child`; its last step's metrics."""
     args = [f"trainer.total_steps={steps}", "trainer.test_freq=0", "trainer.val_before_train=false",
             f"run.output_dir={out_dir}", "run.name=bench", *overrides]
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", _CHILD, config, "--", *args], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-c", child, config, "--", *args], capture_output=True, text=True)
     if res.returncode != 0:
         raise SystemExit(f"variant {overrides} failed:\n{res.stderr[-3000:]}")
     line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))

@@ -17,6 +17,12 @@ def test_ray_only_settings_are_refused_on_the_local_runtime(key, value):
     RunConfig.model_validate({"cluster": {"runtime": "ray", key: value}})
 
 
+def test_a_local_config_survives_its_own_json():
+    """Trainer ranks and actors rebuild the config from its JSON, where every field is set."""
+    cfg = RunConfig()
+    assert RunConfig.model_validate_json(cfg.model_dump_json()) == cfg
+
+
 def test_a_role_that_reserves_nothing_is_spread_without_a_placement_group():
     role = RoleSection()
     assert _bundle(role) == {}

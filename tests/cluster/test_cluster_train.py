@@ -10,6 +10,7 @@ its trials run (they end as infra failures, filtered and counted).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 
@@ -91,6 +92,13 @@ async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(ray_clu
     assert s2["weight_version"] == 2.0 and s2["actor/grad_norm"] > 0
     assert s2.get("rollout/outcome/infra_error", 0) > 0  # the killed host's trials, counted
     assert s2["weight_sync/bytes"] > 0 and s2["timing/weight_sync_s"] > 0
+    # no replica served step 2 with other weights than version 1 (a restarted one comes back at version 0
+    # and must get version 1 before it serves again)
+    versions = set()
+    for rec in (cfg_run / "step_2").rglob("proxy_trajectory.json"):
+        main = json.loads(rec.read_text())["branches"][0]
+        versions |= {v for v, m in zip(main["weight_versions"], main["mask"], strict=True) if m}
+    assert versions == {1}
     _assert_all_gone()
 
 

@@ -23,7 +23,7 @@ from legorl.train.trainer import LogprobMismatchError  # noqa: E402
 
 def config(model_dir, *overrides: str):
     # 1 MB buckets: the tiny model's weights come back in more than one
-    return load_config(None, [f"model.path={model_dir}", "trainer.lr=1e-3", "trainer.micro_batch_size=2",
+    return load_config(None, [f"model.path={model_dir}", "cluster.runtime=ray", "trainer.lr=1e-3", "trainer.micro_batch_size=2",
                               "algorithm.entropy_coef=0.01", "trainer.n_ranks=2", "trainer.weight_bucket_mb=1",
                               *overrides])
 

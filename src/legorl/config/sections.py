@@ -431,8 +431,9 @@ class RunConfig(Section):
                 f"version: async_training.staleness_threshold must be >= {k - 1} (got {asyn.staleness_threshold})"
             )
         if self.cluster.runtime == "local":
+            default = ClusterSection()  # not fields_set: a config dumped and loaded again has every field set
             set_ = [k for k in ("ray_address", "bind_host", "proxy_port", "sandbox_hosts", "engines", "trainer",
-                                "hosts", "gateway") if k in self.cluster.model_fields_set]
+                                "hosts", "gateway") if getattr(self.cluster, k) != getattr(default, k)]
             if set_:
                 problems.append(f"cluster.{set_[0]} only applies with cluster.runtime='ray' (docs/cluster.md)")
         engine, replicas = self.serving.engine, self.serving.n_replicas
