@@ -18,7 +18,6 @@ import contextlib
 import logging
 import os
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +27,11 @@ from legorl.agents.base import SessionEndpoint
 from legorl.cluster.placement import RolePlacement, import_ray
 from legorl.config.sections import RunConfig
 from legorl.proxy.record import SessionRecord
-from legorl.rundir import RunDir, slug
+from legorl.rundir import RunDir
 from legorl.trial import TrialResult, TrialSpec
 from legorl.workers.artifacts import write_result
 from legorl.workers.runner import OnDone
+from legorl.workers.worker import run_each, with_trial_id
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 300.0
@@ -156,15 +156,9 @@ class HostsRunner:
     # -- running trials -----------------------------------------------------------------------------
     async def run(self, specs: Sequence[TrialSpec], temperature: float,
                   on_done: OnDone | None = None) -> list[TrialResult]:
-        async def one(spec: TrialSpec) -> TrialResult:
-            res = await self._run_one(_with_id(spec), temperature)
-            if on_done is not None:
-                ret = on_done(res)
-                if asyncio.iscoroutine(ret):
-                    await ret
-            return res
-
-        return list(await asyncio.gather(*(one(s) for s in specs)))
+        # ids are given here, not on the host, so a trial lost with its host still has one
+        return await run_each([with_trial_id(s) for s in specs], lambda spec: self._run_one(spec, temperature),
+                              on_done)
 
     async def _run_one(self, spec: TrialSpec, temperature: float) -> TrialResult:
         import ray
@@ -330,15 +324,6 @@ async def start_hosts(cfg: RunConfig, run_root: str, gateway: Any) -> tuple[Host
         raise
     log.info("sandbox hosts: %s", ", ".join(f"{i['index']}@{i['node_ip']}" for i in infos))
     return HostsRunner(actors, infos, placement, Path(run_root), cfg.run.name, gateway=gateway), placement
-
-
-def _with_id(spec: TrialSpec) -> TrialSpec:
-    """Ids are given here, not on the host, so a trial lost with its host still has one."""
-    if spec.trial_id:
-        return spec
-    import dataclasses
-
-    return dataclasses.replace(spec, trial_id=f"{slug(spec.task.id, 40)}.a{spec.attempt}.{uuid.uuid4().hex[:8]}")
 
 
 def _short(exc: BaseException) -> str:

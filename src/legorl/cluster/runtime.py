@@ -103,9 +103,7 @@ class RayRuntime:
         return await self.gateway.health.remote()
 
     async def serving_metrics(self) -> dict[str, float]:
-        out = await self.gateway.metrics.remote()
-        metrics = getattr(self.runner, "metrics", None)
-        return {**out, **(metrics() if metrics is not None else {})}
+        return {**await self.gateway.metrics.remote(), **self.runner.metrics()}
 
     async def partial_counters(self) -> dict[str, int]:
         return await self.gateway.partial_counters.remote()

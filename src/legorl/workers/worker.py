@@ -40,6 +40,28 @@ log = logging.getLogger(__name__)
 OnResult = Callable[[TrialResult], Awaitable[None] | None]
 
 
+def with_trial_id(spec: TrialSpec) -> TrialSpec:
+    """`spec` with a trial id (kept if it has one): `<task slug>.a<attempt>.<random>`."""
+    if spec.trial_id:
+        return spec
+    return dataclasses.replace(spec, trial_id=f"{slug(spec.task.id, 40)}.a{spec.attempt}.{uuid.uuid4().hex[:8]}")
+
+
+async def run_each(specs: Sequence[TrialSpec], run: Callable[[TrialSpec], Awaitable[TrialResult]],
+                   on_result: OnResult | None = None) -> list[TrialResult]:
+    """`run` every spec concurrently; results in input order, `on_result` as each one ends."""
+
+    async def one(spec: TrialSpec) -> TrialResult:
+        res = await run(spec)
+        if on_result is not None:
+            ret = on_result(res)
+            if asyncio.iscoroutine(ret):
+                await ret
+        return res
+
+    return list(await asyncio.gather(*(one(s) for s in specs)))
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
@@ -68,25 +90,11 @@ class AgentLoopWorker:
     async def run_trials(self, specs: Sequence[TrialSpec], on_result: OnResult | None = None) -> list[TrialResult]:
         """All trials, at most `max_trials` at once; results in input order; `on_result` per finished one."""
 
-        async def one(spec: TrialSpec) -> TrialResult:
-            res = await self.run_trial(spec)
-            if on_result is not None:
-                ret = on_result(res)
-                if asyncio.iscoroutine(ret):
-                    await ret
-            return res
-
-        return list(await asyncio.gather(*(one(s) for s in specs)))
+        return await run_each(specs, self.run_trial, on_result)
 
     # -- one trial -----------------------------------------------------------------------------
-    def with_id(self, spec: TrialSpec) -> TrialSpec:
-        if spec.trial_id:
-            return spec
-        tid = f"{slug(spec.task.id, 40)}.a{spec.attempt}.{uuid.uuid4().hex[:8]}"
-        return dataclasses.replace(spec, trial_id=tid)
-
     async def run_trial(self, spec: TrialSpec) -> TrialResult:
-        spec = self.with_id(spec)
+        spec = with_trial_id(spec)
         async with self._trials:
             return await _Trial(self, spec).run()
 
