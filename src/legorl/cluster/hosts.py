@@ -86,17 +86,26 @@ class SandboxHostActor:
         self.runner = WorkerRunner(worker_config(cfg, Path(run_root)), GatewayEndpoints(gateway, index))
         self.slots = self.runner.config.max_trials
         self._gate = asyncio.Semaphore(self.slots)  # the cap holds whoever calls
-        self._running: set[asyncio.Task] = set()
+        self._running: dict[str, asyncio.Task] = {}  # trial id -> its task
 
     async def run_trial(self, spec: TrialSpec, temperature: float) -> TrialResult:
         task = asyncio.current_task()
         assert task is not None
-        self._running.add(task)
+        self._running[spec.trial_id] = task  # before any await: a `cancel_trial` sent after this call finds it
         try:
             async with self._gate:
                 return (await self.runner.run([spec], temperature))[0]
         finally:
-            self._running.discard(task)
+            self._running.pop(spec.trial_id, None)
+
+    def cancel_trial(self, trial_id: str) -> bool:
+        """Cancel one running trial (its sandbox stops, its session closes). `ray.cancel` alone can miss a call
+        the actor has not started yet; Ray starts a caller's calls in order, so this one finds it."""
+        task = self._running.get(trial_id)
+        if task is None:
+            return False
+        task.cancel()
+        return True
 
     def ping(self) -> int:
         return self.index
@@ -110,7 +119,7 @@ class SandboxHostActor:
 
     async def close(self) -> None:
         """Cancel running trials (each stops its sandbox and closes its session in a `finally`)."""
-        tasks = [t for t in self._running if t is not asyncio.current_task()]
+        tasks = [t for t in self._running.values() if t is not asyncio.current_task()]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -174,6 +183,7 @@ class HostsRunner:
             res: TrialResult = await ref
         except asyncio.CancelledError:
             ray.cancel(ref)
+            host.actor.cancel_trial.remote(spec.trial_id)
             raise
         except ray.exceptions.RayActorError as exc:  # the host died (or is restarting) with the trial on it
             died = True
