@@ -1,13 +1,19 @@
 """The demo's own training step, phase by phase, for several settings side by side in one run.
 
     .venv/bin/python bench/demo_step.py [--config examples/demo.toml] [--variants default,engine-process]
-                                        [--burn 0] [--steps 1] [--set key=value ...]
+                                        [--burn 0] [--steps 1] [--set key=value ...] [--reference]
 
 Each variant runs `legorl train`'s `train()` for `--steps` step(s) of the config in a fresh process (so
 imports and model loads are paid the same way), with validation off, and prints `timing/*` and the
 time budget `budget/*` (docs/operations.md) of its last step. `--burn N` keeps N CPU-burning processes
 running beside the step, the normal case in agent RL where sandboxes, tools and verifiers share the
 cores with the engine.
+
+`--reference` adds the engine alone, in a fresh process: the same engine settings (`serving`, threads,
+`max_num_seqs` = `rollout.concurrency`), the step's first-turn prompts (the builtin scaffold's messages
+for the first `train_batch_size` tasks x `n_resp_per_prompt`), the same sampling and concurrency, no
+proxy, sandbox, verifier or trainer. Its `budget/engine/*` are the same counters, so a variant's decode
+rate over the reference's says what running inside the step costs the engine.
 """
 
 from __future__ import annotations
@@ -32,6 +38,47 @@ from legorl.train.loop import train
 cfg = load_config(sys.argv[1], sys.argv[3:])
 history = asyncio.run(train(cfg, overwrite=True, on_line=lambda _l: None, progress=False))
 print("RESULT " + json.dumps(history[-1]))
+"""
+
+_REFERENCE = r"""
+import asyncio, json, sys, time
+from legorl.agents.builtin import BuiltinScaffold
+from legorl.config import load_config
+from legorl.models import prepare_model
+from legorl.models.chat import chat_ids, load_tokenizer, stop_token_ids
+from legorl.runtime.inprocess import engine_spec
+from legorl.serving.launch import start_engines
+from legorl.serving.types import GenerateRequest, SamplingParams
+from legorl.tasks.split import load_task_split
+from legorl.train.budget import engine_budget
+
+async def main():
+    cfg = load_config(sys.argv[1], sys.argv[3:])
+    model = prepare_model(cfg.model.path)
+    tok, sc, ro = load_tokenizer(model), BuiltinScaffold(**cfg.agent.kwargs), cfg.rollout
+    train, _ = load_task_split(cfg.tasks)
+    tasks = train[: cfg.trainer.train_batch_size]
+    prompts = [chat_ids(tok, [{"role": "system", "content": sc.system_prompt}, *(m for e in sc.examples for m in e),
+                              {"role": "user", "content": t.instruction.strip() + sc.instruction_suffix}])
+               for t in tasks for _ in range(cfg.algorithm.n_resp_per_prompt)]
+    [engine] = await start_engines(engine_spec(cfg, model))
+    gate, stops = asyncio.Semaphore(max(ro.concurrency, 1)), stop_token_ids(tok)
+
+    async def one(i, ids):
+        async with gate:
+            await engine.generate(GenerateRequest(ids, SamplingParams(
+                temperature=ro.temperature, max_tokens=ro.max_response_len, seed=cfg.run.seed + i,
+                stop_token_ids=stops)))
+
+    await one(0, prompts[0])  # warm-up (and the shared prefix cached, as in a running step)
+    before, t0 = [engine.stats()], time.perf_counter()
+    await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+    wall = time.perf_counter() - t0
+    out = engine_budget(before, [engine.stats()], wall)
+    await engine.close()
+    print("RESULT " + json.dumps({**out, "timing/rollout_s": wall}))
+
+asyncio.run(main())
 """
 
 KEYS = ("timing/step_s", "timing/rollout_s", "timing/old_logprob_s", "timing/update_s", "timing/weight_sync_s",
@@ -65,8 +112,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--burn", type=int, default=0, help="CPU-burning processes beside the step")
     ap.add_argument("--set", action="append", default=[], help="key=value for every variant (repeatable)")
+    ap.add_argument("--reference", action="store_true",
+                    help="also run the step's first-turn generations on the engine alone (same settings)")
     args = ap.parse_args()
-    names = args.variants.split(",")
+    names = args.variants.split(",") + (["engine-alone"] if args.reference else [])
     burners = [mp.Process(target=_burn, daemon=True) for _ in range(args.burn)]
     for b in burners:
         b.start()
@@ -74,7 +123,10 @@ def main() -> None:
         rows = {}
         for name in names:
             with tempfile.TemporaryDirectory() as tmp:
-                rows[name] = run_variant(args.config, [*args.set, *VARIANTS[name]], args.steps, tmp)
+                if name == "engine-alone":
+                    rows[name] = run_variant(args.config, args.set, args.steps, tmp, child=_REFERENCE)
+                else:
+                    rows[name] = run_variant(args.config, [*args.set, *VARIANTS[name]], args.steps, tmp)
     finally:
         for b in burners:
             b.kill()
@@ -83,6 +135,10 @@ def main() -> None:
     for key in (*KEYS, "wall/process_s"):
         vals = [rows[n].get(key) for n in names]
         print(f"{key:36}" + "".join(f"{v:>18.3f}" if isinstance(v, int | float) else f"{'-':>18}" for v in vals))
+    if args.reference:
+        ref = rows["engine-alone"].get("budget/engine/decode_tok_s") or float("nan")
+        for n in names[:-1]:
+            print(f"{n}: decode rate in the step / engine alone = {rows[n].get('budget/engine/decode_tok_s', 0) / ref:.2f}")
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ def test_eval_backend_is_a_name_or_module_class():
     from typer.testing import CliRunner
 
     from legorl.cli import app
-    from legorl.workers.cli import _setup
+    from legorl.workers.cli import Flags, _setup
 
-    cfg, _ = _setup("nop", None, None, 1, 0.7, 1, 1, None, "legorl.env.local:LocalSandbox", None, 0, None, "eval")
+    cfg, _ = _setup(Flags(agent="nop", backend="legorl.env.local:LocalSandbox"), None, "eval")
     assert cfg.backend == "legorl.env.local:LocalSandbox"
     for backend, message in (("nowhere", "module:Class"), ("nosuch_module_xyz:Box", "nosuch_module_xyz")):
         res = CliRunner().invoke(app, ["eval", "builtin:shell-basics", "--agent", "nop", "--backend", backend])

@@ -81,3 +81,75 @@ async def test_evaluate_against_a_base_url(engine, tokenizer):
         await server.close()
     assert [r.outcome for r in report.results] == ["failed", "failed"], [r.reason for r in report.results]
     assert all(r.tokens is None and r.turns == 2 for r in report.results)
+
+
+RUN = """
+[run]
+name = "r"
+seed = 3
+[model]
+path = "{model}"
+[tasks]
+train = "builtin:shell-basics"
+include = ["rename-file", "make-dir", "touch-done", "delete-file"]
+val_fraction = 0.5
+[rollout]
+temperature = 0.3
+max_turns = 2
+max_response_len = 17
+max_prompt_len = 900
+concurrency = 3
+[agent]
+name = "builtin"
+timeout_sec = 77
+command_timeout_sec = 9
+[agent.kwargs]
+tools = false
+system_prompt = "Be brief."
+[serving]
+kv_budget_tokens = 4096
+dtype = "float32"
+"""
+
+
+def test_eval_config_takes_the_runs_settings_and_flags_override_them(tmp_path, tiny_llama_dir):
+    """`--config` reads the scaffold, its kwargs, limits, concurrency, seed and serving of a run config;
+    a flag given on the command line wins over it."""
+    from legorl.config import load_config
+    from legorl.workers.cli import Flags, _setup
+
+    run = tmp_path / "run.toml"
+    run.write_text(RUN.format(model=tiny_llama_dir))
+    cfg, policy = _setup(Flags(config=run), load_config(run), "eval")
+    assert (cfg.scaffold, cfg.scaffold_kwargs["system_prompt"], cfg.agent_timeout_sec) == ("builtin", "Be brief.", 77)
+    lim = cfg.limits
+    assert (lim.temperature, lim.max_turns, lim.max_tokens_per_call, lim.command_timeout_sec) == (0.3, 2, 17, 9)
+    assert cfg.max_trials == cfg.max_sandboxes == cfg.max_scaffolds == 3
+    assert (policy.model, policy.seed, policy.kv_budget_tokens, policy.max_model_len) == (
+        str(tiny_llama_dir), 3, 4096, 917)
+    cfg, policy = _setup(Flags(config=run, temperature=0.9, max_turns=5, concurrency=2, seed=1, agent="oracle",
+                               agent_opt=["x=1"]), load_config(run), "eval")
+    assert (cfg.limits.temperature, cfg.limits.max_turns, cfg.max_trials, policy.seed) == (0.9, 5, 2, 1)
+    assert cfg.scaffold == "oracle" and cfg.scaffold_kwargs == {"x": 1}  # another scaffold: not the run's kwargs
+
+
+def test_eval_config_runs_the_held_out_split(tmp_path, tiny_llama_dir):
+    """No TASKS with `--config`: the run's held-out tasks (--split val), or its training tasks."""
+    run = tmp_path / "run.toml"
+    run.write_text(RUN.format(model=tiny_llama_dir))
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["eval", "--config", str(run), "--agent", "oracle", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    from legorl.config import load_config
+    from legorl.tasks.split import load_task_split
+
+    _, val = load_task_split(load_config(run).tasks)
+    ids = sorted(t["task_id"] for t in json.loads((out / "results.json").read_text())["trials"])
+    assert ids == sorted(t.id for t in val) and len(ids) == 2 and "pass@1 = 1.0000" in res.output
+    res = runner.invoke(app, ["eval", "--config", str(run), "--agent", "nop", "--split", "train"])
+    assert res.exit_code == 0 and "2 task(s)" in res.output, res.output
+    for args, message in ((["eval"], "--config RUN.toml"), (["eval", "--config", str(tmp_path / "no.toml")], "--config"),
+                          (["eval", "--config", str(run), "--split", "both"], "--split")):
+        res = runner.invoke(app, args)
+        lines = res.output.strip().splitlines()
+        assert res.exit_code == 2 and len(lines) == 1 and message in lines[0], (args, res.output)

@@ -58,6 +58,8 @@ class PolicySpec:
     tool_parser: str = "hermes"
     seed: int = 0
     engine: str = "embedded"  # or "vllm": a vLLM server legorl starts for the run
+    device: str = "cpu"  # embedded: `auto`, `cpu`, `cuda[:N]` (a run config's serving.device)
+    dtype: str = "float32"  # embedded: the model's and KV cache's dtype (a run config's serving.dtype)
 
 
 @dataclass
@@ -90,7 +92,8 @@ class InProcessRuntime:
         else:
             model_dir = resolve_model(policy.model or DEFAULT_MODEL)
             spec = EngineSpec(model_dir, kind=policy.engine, kv_budget_tokens=policy.kv_budget_tokens,
-                              max_model_len=policy.max_model_len, seed=policy.seed)
+                              max_model_len=policy.max_model_len, seed=policy.seed, device=policy.device,
+                              dtype=policy.dtype)  # type: ignore[arg-type]
             server = await PolicyServer.start(spec, ProxyConfig(tool_parser=policy.tool_parser))
             endpoints = ProxyEndpoints(server.proxy)
         return cls(server, WorkerRunner(config, endpoints))

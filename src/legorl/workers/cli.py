@@ -5,26 +5,61 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import typer
 
-AGENT = typer.Option("builtin", "--agent", "-a", help="Scaffold: builtin, oracle, nop, ... or module:Class.")
+AGENT = typer.Option(None, "--agent", "-a", help="Scaffold: builtin, oracle, nop, ... or module:Class. (default: builtin)")
 MODEL = typer.Option(None, "--model", "-m", help="Model name/dir (embedded); with --base-url the served name.")
 BASE_URL = typer.Option(None, "--base-url", help="OpenAI-compatible server instead (tokens are not captured).")
-CONCURRENCY = typer.Option(8, "--concurrency", "-c", help="Trials in flight.")
-TEMPERATURE = typer.Option(0.7, "--temperature", "-t", help="Sampling temperature.")
-MAX_TURNS = typer.Option(10, "--max-turns", help="Model calls per trial.")
-MAX_TOKENS = typer.Option(256, "--max-tokens", help="Tokens per model call.")
+CONCURRENCY = typer.Option(None, "--concurrency", "-c", help="Trials in flight. (default: 8)")
+TEMPERATURE = typer.Option(None, "--temperature", "-t", help="Sampling temperature. (default: 0.7)")
+MAX_TURNS = typer.Option(None, "--max-turns", help="Model calls per trial. (default: 10)")
+MAX_TOKENS = typer.Option(None, "--max-tokens", help="Tokens per model call. (default: 256)")
 TIMEOUT = typer.Option(None, "--timeout", help="Agent timeout in seconds (default: the task's).")
-BACKEND = typer.Option("local", "--backend", help="Sandbox backend: local, docker, kubernetes or module:Class.")
+BACKEND = typer.Option(None, "--backend",
+                       help="Sandbox backend: local, docker, kubernetes or module:Class. (default: local)")
 TASK_IDS = typer.Option(None, "--task", help="Only these task ids (repeatable; globs allowed).")
 LIMIT = typer.Option(None, "--limit", help="Only the first N tasks.")
 AGENT_OPT = typer.Option(None, "--agent-opt", help="Scaffold option key=value (repeatable; values parsed as JSON).")
-SEED = typer.Option(0, "--seed", help="Engine seed.")
-ENGINE = typer.Option("embedded", "--engine", help="embedded, or vllm (a vLLM server legorl starts; see docs/vllm.md).")
+SEED = typer.Option(None, "--seed", help="Engine seed. (default: 0)")
+ENGINE = typer.Option(None, "--engine",
+                      help="embedded, or vllm (a vLLM server legorl starts; see docs/vllm.md). (default: embedded)")
+RUN_CONFIG = typer.Option(None, "--config", help=(
+    "A run config (legorl train's TOML): its model, serving (engine, device, dtype, KV budget), agent (scaffold, "
+    "kwargs, timeouts), sandbox and rollout (temperature, turns, tokens, concurrency) settings, so the base "
+    "model is measured as the run will sample it; flags given here override them. TASKS defaults to its tasks "
+    "(--split)."))
+SPLIT = typer.Option("val", "--split", help="With --config and no TASKS: the run's held-out tasks (val), its "
+                     "training tasks (train) or both (all).")
+TASKS_ARG = typer.Argument(None, metavar="[TASKS]", help=(
+    "Task dir, dir of task dirs, index or builtin:<set> (optional with --config: the run's tasks)."))
 
+
+@dataclass
+class Flags:
+    """The flags `eval` and `infer` share; None: not given (the run config's value, else the default)."""
+
+    agent: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    concurrency: int | None = None
+    temperature: float | None = None
+    max_turns: int | None = None
+    max_tokens: int | None = None
+    timeout: float | None = None
+    backend: str | None = None
+    agent_opt: list[str] | None = None
+    seed: int | None = None
+    engine: str | None = None
+    config: Path | None = None
+    output: Path | None = None
+
+
+DEFAULTS = dict(agent="builtin", concurrency=8, temperature=0.7, max_turns=10, max_tokens=256, backend="local",
+                seed=0, engine="embedded")
 
 def register(app: typer.Typer) -> None:
     app.command("eval")(eval_cmd)
@@ -57,6 +92,10 @@ def _load(path: str, task_ids: list[str] | None, limit: int | None) -> list[Any]
     if refused:
         typer.echo(f"{len(refused)} task(s) refused, {len(tasks)} valid (`legorl tasks validate` lists all)",
                    err=True)
+    return _select(tasks, path, task_ids, limit)
+
+
+def _select(tasks: list[Any], path: str, task_ids: list[str] | None, limit: int | None) -> list[Any]:
     if task_ids:
         import fnmatch
 
@@ -66,6 +105,38 @@ def _load(path: str, task_ids: list[str] | None, limit: int | None) -> list[Any]
     if not tasks:
         _fail(f"{path}: no task selected")
     return tasks
+
+
+def _run_config(path: Path | None) -> Any:
+    """The run config `--config` names (None without one); a bad one exits 2 with its first problem."""
+    if path is None:
+        return None
+    from legorl.config import load_config
+
+    try:
+        return load_config(path)
+    except Exception as exc:  # ConfigError, TOML and validation errors: one line, exit 2
+        _fail(f"--config {path}: {exc}")
+
+
+def _tasks(path: str | None, run_cfg: Any, split: str, task_ids: list[str] | None, limit: int | None) -> list[Any]:
+    """TASKS when given, else the run config's tasks of `split`."""
+    if path is not None:
+        return _load(path, task_ids, limit)
+    if run_cfg is None:
+        _fail("give TASKS (a task dir, index or builtin:<set>) or --config RUN.toml")
+    if split not in ("val", "train", "all"):
+        _fail(f"--split must be val, train or all, got {split!r}")
+    from legorl.tasks.split import load_task_split
+
+    try:
+        train, val = load_task_split(run_cfg.tasks)
+    except (OSError, ValueError, KeyError) as exc:
+        _fail(f"--config: tasks: {exc}")
+    chosen = {"val": val, "train": train, "all": [*train, *val]}[split]
+    if not chosen:
+        _fail(f"--config: the run has no {split} tasks (tasks.val_fraction / tasks.val)")
+    return _select(chosen, f"{run_cfg.tasks.train} ({split})", task_ids, limit)
 
 
 def _agent_opts(opts: list[str] | None) -> dict[str, Any]:
@@ -83,30 +154,33 @@ def _agent_opts(opts: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def _setup(agent: str, model: str | None, base_url: str | None, concurrency: int, temperature: float,
-           max_turns: int, max_tokens: int, timeout: float | None, backend: str, agent_opt: list[str] | None,
-           seed: int, output: Path | None, exp: str, engine: str = "embedded") -> tuple[Any, Any]:
-    from legorl.agents.base import ScaffoldLimits
+def _setup(f: Flags, run_cfg: Any, exp: str) -> tuple[Any, Any]:
+    """The worker settings and the policy: the run config's (when given) under the flags given."""
     from legorl.env import sandbox_class
-    from legorl.workers.config import WorkerConfig
-    from legorl.workers.evaluation import PolicySpec, scaffold_class
+    from legorl.runtime.inprocess import PolicySpec
+    from legorl.workers.evaluation import scaffold_class
 
-    checks = [(concurrency >= 1, "--concurrency must be >= 1"), (temperature >= 0, "--temperature must be >= 0"),
-              (max_turns >= 1, "--max-turns must be >= 1"), (max_tokens >= 1, "--max-tokens must be >= 1"),
-              (timeout is None or timeout > 0, "--timeout must be > 0"),
-              (engine in ("embedded", "vllm"), "--engine must be embedded or vllm")]
+    base = _from_run_config(run_cfg, f.output, exp) if run_cfg is not None else None
+    pick = {k: getattr(f, k) if getattr(f, k) is not None else (base[1][k] if base else DEFAULTS[k])
+            for k in DEFAULTS}
+    checks = [(pick["concurrency"] >= 1, "--concurrency must be >= 1"),
+              (pick["temperature"] >= 0, "--temperature must be >= 0"),
+              (pick["max_turns"] >= 1, "--max-turns must be >= 1"), (pick["max_tokens"] >= 1, "--max-tokens must be >= 1"),
+              (f.timeout is None or f.timeout > 0, "--timeout must be > 0"),
+              (pick["engine"] in ("embedded", "vllm"), "--engine must be embedded or vllm")]
     for ok, msg in checks:
         if not ok:
             _fail(msg)
     try:
-        sandbox_class(backend)  # a registered name or an importable module:Class
+        sandbox_class(pick["backend"])  # a registered name or an importable module:Class
     except ValueError as exc:
         _fail(f"--backend: {exc}")
     try:
-        needs_model = getattr(scaffold_class(agent), "needs_model", True)
+        needs_model = getattr(scaffold_class(pick["agent"]), "needs_model", True)
     except ValueError as exc:
         _fail(str(exc))
-    if needs_model and base_url is None and model is not None:
+    model = f.model or (run_cfg.model.path if run_cfg is not None and f.base_url is None else None)
+    if needs_model and f.base_url is None and model is not None:
         from legorl.models import ModelNotFoundError, resolve_model
         from legorl.models.store import REGISTRY
 
@@ -115,13 +189,42 @@ def _setup(agent: str, model: str | None, base_url: str | None, concurrency: int
                 resolve_model(model, prepare=False)
         except (ModelNotFoundError, ValueError, KeyError) as exc:
             _fail(f"--model: {exc}")
-    limits = ScaffoldLimits(max_turns=max_turns, max_tokens_per_call=max_tokens, temperature=temperature)
-    cfg = WorkerConfig(scaffold=agent, scaffold_kwargs=_agent_opts(agent_opt), limits=limits, backend=backend,
-                       max_trials=concurrency, max_sandboxes=concurrency, max_scaffolds=concurrency,
-                       agent_timeout_sec=timeout, output_root=output, exp_name=exp)
-    if needs_model and base_url:
+    cfg = base[0] if base else _worker_defaults(f.output, exp)
+    same_agent = base is not None and pick["agent"] == cfg.scaffold
+    n = pick["concurrency"]
+    cfg = replace(cfg, scaffold=pick["agent"],
+                  scaffold_kwargs={**(cfg.scaffold_kwargs if same_agent else {}), **_agent_opts(f.agent_opt)},
+                  limits=replace(cfg.limits, max_turns=pick["max_turns"], max_tokens_per_call=pick["max_tokens"],
+                                 temperature=pick["temperature"]),
+                  backend=pick["backend"], max_trials=n, max_sandboxes=n, max_scaffolds=n,
+                  agent_timeout_sec=f.timeout if f.timeout is not None else cfg.agent_timeout_sec)
+    if needs_model and f.base_url:
         typer.echo("note: --base-url: the server is used as is, tokens are not captured (eval only)", err=True)
-    return cfg, PolicySpec(model=model, base_url=base_url, seed=seed, engine=engine)
+    serving = run_cfg.serving if run_cfg is not None else None
+    policy = PolicySpec(model=model, base_url=f.base_url, seed=pick["seed"], engine=pick["engine"])
+    if serving is not None:
+        ro = run_cfg.rollout
+        policy = replace(policy, kv_budget_tokens=serving.kv_budget_tokens, tool_parser=run_cfg.agent.tool_parser,
+                         max_model_len=ro.max_prompt_len + ro.max_response_len, device=serving.device,
+                         dtype=serving.dtype)
+    return cfg, policy
+
+
+def _worker_defaults(output: Path | None, exp: str) -> Any:
+    from legorl.workers.config import WorkerConfig
+
+    return WorkerConfig(output_root=output, exp_name=exp)
+
+
+def _from_run_config(run_cfg: Any, output: Path | None, exp: str) -> tuple[Any, dict[str, Any]]:
+    """A run's worker settings and its values for the shared flags."""
+    from legorl.workers.config import worker_config
+
+    cfg = replace(worker_config(run_cfg, output), exp_name=exp)
+    ro = run_cfg.rollout
+    return cfg, dict(agent=run_cfg.agent.name, concurrency=ro.concurrency, temperature=ro.temperature,
+                     max_turns=ro.max_turns, max_tokens=ro.max_response_len, backend=run_cfg.sandbox.backend,
+                     seed=run_cfg.run.seed, engine=run_cfg.serving.engine)
 
 
 def _run(tasks: list[Any], k: int, cfg: Any, policy: Any, title: str) -> Any:
@@ -161,22 +264,28 @@ def _table(report: Any, k: int) -> None:
 
 
 def eval_cmd(
-    tasks_path: str = typer.Argument(..., metavar="TASKS", help="Task dir, dir of task dirs, index or builtin:<set>."),
-    agent: str = AGENT, model: str | None = MODEL, base_url: str | None = BASE_URL,
+    tasks_path: str | None = TASKS_ARG,
+    agent: str | None = AGENT, model: str | None = MODEL, base_url: str | None = BASE_URL,
     k: int = typer.Option(1, "-k", help="Attempts per task (pass@k)."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write results.json and trial artifacts here."),
-    concurrency: int = CONCURRENCY, temperature: float = TEMPERATURE, max_turns: int = MAX_TURNS,
-    max_tokens: int = MAX_TOKENS, timeout: float | None = TIMEOUT, backend: str = BACKEND,
+    concurrency: int | None = CONCURRENCY, temperature: float | None = TEMPERATURE, max_turns: int | None = MAX_TURNS,
+    max_tokens: int | None = MAX_TOKENS, timeout: float | None = TIMEOUT, backend: str | None = BACKEND,
     task: list[str] | None = TASK_IDS, limit: int | None = LIMIT, agent_opt: list[str] | None = AGENT_OPT,
-    seed: int = SEED, engine: str = ENGINE,
+    seed: int | None = SEED, engine: str | None = ENGINE, config: Path | None = RUN_CONFIG, split: str = SPLIT,
 ) -> None:
-    """Run a scaffold + model over a task set, k attempts per task; report pass@1 and pass@k."""
+    """Run a scaffold + model over a task set, k attempts per task; report pass@1 and pass@k.
+
+    With --config RUN.toml, the base model as that run samples it (its scaffold and prompts, limits and
+    engine), on its held-out tasks unless TASKS is given: legorl eval --config examples/agent.toml -k 4
+    """
     if k < 1:
         _fail("-k must be >= 1")
-    tasks = _load(tasks_path, task, limit)
-    cfg, policy = _setup(agent, model, base_url, concurrency, temperature, max_turns, max_tokens, timeout,
-                         backend, agent_opt, seed, output, "eval", engine)
-    report = _run(tasks, k, cfg, policy, f"eval {agent}")
+    run_cfg = _run_config(config)
+    tasks = _tasks(tasks_path, run_cfg, split, task, limit)
+    flags = Flags(agent, model, base_url, concurrency, temperature, max_turns, max_tokens, timeout, backend,
+                  agent_opt, seed, engine, config, output)
+    cfg, policy = _setup(flags, run_cfg, "eval")
+    report = _run(tasks, k, cfg, policy, f"eval {cfg.scaffold}")
     _table(report, k)
     if output is not None:
         typer.echo(f"wrote {report.write(output)}")
@@ -204,16 +313,19 @@ def parse_band(band: str, n: int) -> tuple[int, int]:
 
 
 def infer_cmd(
-    tasks_path: str = typer.Argument(..., metavar="TASKS", help="Task dir, dir of task dirs, index or builtin:<set>."),
+    tasks_path: str | None = TASKS_ARG,
     n: int = typer.Option(8, "-n", help="Trials per task."),
     band: str = typer.Option("1..N-1", "--band", help="Keep tasks solved LO..HI times out of N (inclusive)."),
     out: Path = typer.Option(..., "-o", "--out", help="Output index (.parquet)."),
-    agent: str = AGENT, model: str | None = MODEL, base_url: str | None = BASE_URL,
+    agent: str | None = AGENT, model: str | None = MODEL, base_url: str | None = BASE_URL,
     output: Path | None = typer.Option(None, "--output", help="Also write results.json and trial artifacts here."),
-    concurrency: int = CONCURRENCY, temperature: float = typer.Option(1.0, "--temperature", "-t"),
-    max_turns: int = MAX_TURNS, max_tokens: int = MAX_TOKENS, timeout: float | None = TIMEOUT,
-    backend: str = BACKEND, task: list[str] | None = TASK_IDS, limit: int | None = LIMIT,
-    agent_opt: list[str] | None = AGENT_OPT, seed: int = SEED, engine: str = ENGINE,
+    concurrency: int | None = CONCURRENCY,
+    temperature: float | None = typer.Option(None, "--temperature", "-t", help="Sampling temperature. (default: 1.0)"),
+    max_turns: int | None = MAX_TURNS, max_tokens: int | None = MAX_TOKENS, timeout: float | None = TIMEOUT,
+    backend: str | None = BACKEND, task: list[str] | None = TASK_IDS, limit: int | None = LIMIT,
+    agent_opt: list[str] | None = AGENT_OPT, seed: int | None = SEED, engine: str | None = ENGINE,
+    config: Path | None = RUN_CONFIG, split: str = typer.Option("train", "--split", help=(
+        "With --config and no TASKS: the run's training tasks (train), held-out tasks (val) or both (all).")),
 ) -> None:
     """Keep the tasks whose solve count out of N lies in the band (they give RL a signal); write an index."""
     from legorl.tasks.filter import PassRateFilter
@@ -227,10 +339,14 @@ def infer_cmd(
         _fail(str(exc))
     if out.suffix != ".parquet":
         _fail(f"-o {out}: the index must be a .parquet file")
-    tasks = _load(tasks_path, task, limit)
-    cfg, policy = _setup(agent, model, base_url, concurrency, temperature, max_turns, max_tokens, timeout,
-                         backend, agent_opt, seed, output, "infer", engine)
-    report = _run(tasks, n, cfg, policy, f"infer {agent}")
+    run_cfg = _run_config(config)
+    tasks = _tasks(tasks_path, run_cfg, split, task, limit)
+    if temperature is None and run_cfg is None:
+        temperature = 1.0  # infer's own default: the full sampling distribution
+    flags = Flags(agent, model, base_url, concurrency, temperature, max_turns, max_tokens, timeout, backend,
+                  agent_opt, seed, engine, config, output)
+    cfg, policy = _setup(flags, run_cfg, "infer")
+    report = _run(tasks, n, cfg, policy, f"infer {cfg.scaffold}")
     _table(report, n)
     # The band in solve counts is the pass-rate filter's open interval on the mean, half a count wider.
     rates = PassRateFilter(window=n, min_attempts=n, low=(lo - 0.5) / n, high=(hi + 0.5) / n, revisit=0.0)
