@@ -12,7 +12,9 @@ this process, each drawing the same seeded latencies in trial start order:
 - one-step-off: batches start as a whole (`async_training.rollout_waves`), the next one while the
   trainer updates on the previous one (staleness 1, no partial rollout): verl's one-step-off pipeline;
 - fully-async: trials stream under `rollout.concurrency`, a weight sync aborts and resumes
-  generations (partial rollout), staleness bound `--staleness`.
+  generations (partial rollout), staleness bound `--staleness`; `fully-async/s2` is the same with bound 2
+  (and, with `--concurrency 0`, the trials in flight that bound admits); a mode with `+proc` runs the
+  engine in its own process (`serving.placement = "process"`: no GIL shared with the trainer).
 
 Per mode: trained trials per hour (whole run, and after the first step), step time, trainer idle
 (waiting for rollouts / loop time), engine idle (share of 0.1 s samples with no request running or
@@ -57,6 +59,7 @@ kwargs = {{turns = {turns}, median_s = {median}, p99_factor = {p99}, seed = {see
 [serving]
 kv_budget_tokens = 16384
 threads_per_replica = {threads}
+placement = "{placement}"
 [async_training]
 enabled = {enabled}
 {async_keys}
@@ -111,11 +114,15 @@ async def run_mode(mode: str, args: argparse.Namespace, tasks: Path, out: Path) 
 
     kind, _, t = mode.partition("@")  # "sync@2": this mode with 2 engine (and, sync, trainer) threads
     threads = int(t) if t else args.threads
-    keys = MODES[kind].format(staleness=args.staleness)
-    path = out / f"{mode}.toml"
+    kind, proc, _ = kind.partition("+proc")  # "fully-async+proc": the engine in its own process
+    kind, _, s = kind.partition("/s")  # "fully-async/s2": this mode with staleness bound 2
+    staleness = int(s) if s else args.staleness
+    keys = MODES[kind].format(staleness=staleness)
+    name = mode.replace("/", "-").replace("@", "-")  # a file and run name
+    path = out / f"{name}.toml"
     path.write_text(CONFIG.format(
-        mode=mode, out=out / "runs", model=prepare_model(args.model), tasks=tasks, turns=args.turns,
-        tokens=args.tokens, concurrency=args.concurrency or (args.staleness + 1) * args.batch * args.n,
+        mode=name, placement="process" if proc else "thread", out=out / "runs", model=prepare_model(args.model), tasks=tasks, turns=args.turns,
+        tokens=args.tokens, concurrency=args.concurrency or (staleness + 1) * args.batch * args.n,
         median=args.median_s, p99=args.p99_factor, seed=args.seed, enabled=str(kind != "sync").lower(),
         async_keys=keys, n=args.n, batch=args.batch, steps=args.steps, threads=threads))
     cfg = load_config(path)
@@ -153,7 +160,7 @@ async def run_mode(mode: str, args: argparse.Namespace, tasks: Path, out: Path) 
         ends = [h["timing/wall_s"] for h in hist]
         trainer_idle = sum(h["fully_async/trainer/idle_s"] for h in hist) / ends[-1]
     per_step = args.batch * args.n
-    timings = [json.loads(f.read_text()).get("timings", {}) for f in (out / "runs" / mode).rglob("result.json")]
+    timings = [json.loads(f.read_text()).get("timings", {}) for f in (out / "runs" / name).rglob("result.json")]
     train_s = [h.get("timing/update_s", 0.0) + h.get("timing/old_logprob_s", 0.0) + h.get("timing/weight_sync_s", 0.0)
                for h in hist]
     return {
@@ -170,6 +177,8 @@ async def run_mode(mode: str, args: argparse.Namespace, tasks: Path, out: Path) 
         "cancelled_groups": hist[-1].get("fully_async/rollouter/cancelled_stale_groups", 0.0),
         "partial_ratio": sum(h.get("fully_async/partial/partial_ratio", 0.0) for h in hist) / len(hist),
         "lags": lags,
+        "concurrency": float(cfg.rollout.concurrency),
+        "staleness_bound": float(staleness),
     }
 
 
@@ -190,7 +199,7 @@ async def main() -> None:
     ap.add_argument("--tokens", type=int, default=6, help="max new tokens per generation")
     ap.add_argument("--staleness", type=int, default=1, help="fully-async staleness bound")
     ap.add_argument("--concurrency", type=int, default=0,
-                    help="trials in flight, every mode; 0: (staleness + 1) x batch x n, what the bound admits")
+                    help="trials in flight, every mode; 0: (staleness + 1) x batch x n, what the mode's bound admits")
     ap.add_argument("--median-s", type=float, default=2.0)
     ap.add_argument("--p99-factor", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=0)
@@ -206,12 +215,12 @@ async def main() -> None:
         tasks = make_tasks(root / "tasks", 8)
         res = {m: await run_mode(m, args, tasks, root) for m in modes}
     print(f"\n{args.steps} steps x {args.batch} tasks x {args.n} attempts, {args.turns} turns x <= {args.tokens} "
-          f"tokens, model {args.model}, concurrency {args.concurrency or (args.staleness + 1) * args.batch * args.n}, "
+          f"tokens, model {args.model}, concurrency {args.concurrency or '(staleness + 1) x batch x n'}, "
           f"engine threads {args.threads} (mode@N: N), "
           f"tool latency lognormal median {args.median_s:g} s sigma {lognormal_sigma(args.p99_factor):.3f} "
           f"(p99 {args.p99_factor:g}x median), seed {args.seed}, fully-async staleness {args.staleness}; "
           f"bench wall {time.perf_counter() - t0:.0f} s")
-    keys = ("trials_per_hour", "after_first_per_hour", "step_s", "trainer_idle", "engine_idle", "train_s_per_step",
+    keys = ("concurrency", "staleness_bound", "trials_per_hour", "after_first_per_hour", "step_s", "trainer_idle", "engine_idle", "train_s_per_step",
             "rollout_s_per_step", "trial_mean_s", "trials_started", "dropped_stale", "cancelled_groups", "partial_ratio")
     print(f"{'':22}" + "".join(f"{m:>14}" for m in modes))
     for k in keys:

@@ -128,8 +128,17 @@ class _Actor:
         return self.logp.clone()
 
     def update(self, batch, adv, old, w):
-        self.seen = {"mask": batch.mask.clone(), "old": old.clone(), "w": w}
+        self.seen = {"mask": batch.mask.clone(), "old": old.clone(), "w": w, "fused": False}
         return {}
+
+    def update_fused(self, batch, adv, before_step=None, weights_for=None):
+        """The gradient pass's logprobs are `logp`; one micro-batch of every row."""
+        old = self.logp.clone()
+        w = weights_for(old, torch.arange(old.shape[0]), old.shape[1]) if weights_for is not None else None
+        self.seen = {"mask": batch.mask.clone(), "old": old, "w": w, "fused": True}
+        if before_step is not None:
+            before_step(old)
+        return {}, old
 
 
 @pytest.mark.parametrize("keys, check", [
@@ -141,11 +150,13 @@ class _Actor:
     (["async_training.enabled=true"], lambda s, m: torch.equal(s["old"], torch.zeros(1, 5))
      and torch.allclose(s["w"], torch.tensor([[0.0, 0.25, 2.0, 1.0, 0.0]]))),  # async default: token TIS
 ])
-def test_each_mode_is_reached_from_the_config(keys, check):
+@pytest.mark.parametrize("fuse", [True, False])
+def test_each_mode_is_reached_from_the_config(keys, check, fuse):
+    """Through the separate old-logprob pass and, where the correction is row-local, the fused one."""
     from legorl.train.batch import TrainBatch
     from legorl.train.trainer import StepTrainer
 
-    cfg = load_config(None, keys)
+    cfg = load_config(None, [*keys, f"trainer.fuse_old_logprob_pass={str(fuse).lower()}"])
     algorithm = cfg.algorithm.model_copy(update={"rollout_is": cfg.effective_rollout_is()})  # as build_trainer
     actor = _Actor(torch.zeros(1, 5))
     mask = torch.tensor([[0.0, 1.0, 1.0, 1.0, 0.0]])
@@ -155,6 +166,8 @@ def test_each_mode_is_reached_from_the_config(keys, check):
                           cfg.trainer, actor)
     metrics = trainer.update(batch)
     assert check(actor.seen, metrics)
+    row_local = not any(k.startswith(("algorithm.rollout_rs", "algorithm.ppo_anchor")) for k in keys)
+    assert actor.seen["fused"] == (fuse and row_local)
 
 
 BEHAV2 = torch.tensor([[0.0, -LN(0.25), -LN(3.0), 0.0, 0.0]])  # ratios 0.25, 3, 1 on positions 1..3

@@ -80,8 +80,37 @@ def test_fused_old_logprob_pass_same_update_one_forward_fewer(tiny_llama_dir):
 
 
 def test_fused_pass_is_off_where_old_and_new_logprobs_differ(tiny_llama_dir):
-    for overrides in (["trainer.ppo_epochs=2"], ["async_training.enabled=true"], ["algorithm.rollout_is=token"]):
+    """Off where the gradient pass's logprobs are not the anchor (a second epoch, the behaviour anchor) or
+    where rejection changes the whole batch's loss normalisation before the first micro-batch."""
+    for overrides in (["trainer.ppo_epochs=2"], ["algorithm.ppo_anchor=behaviour"], ["algorithm.rollout_rs=token"],
+                      ["algorithm.rollout_rs=geometric"]):
         assert not trainer_for(tiny_llama_dir, *overrides).fused_old_logprobs, overrides
+
+
+@pytest.mark.parametrize("mode", ["token", "sequence", "masked"])
+def test_fused_pass_with_importance_weights_gives_the_separate_pass_update(tiny_llama_dir, mode):
+    """Async data (behaviour logprobs off the trainer's by up to +-0.3 per token): the fused pass computes the
+    IS weights per micro-batch from its own detached logprobs; gradients, weights and the correction's
+    metrics equal the separate pass's."""
+    batch = rows_batch()
+    probe = trainer_for(tiny_llama_dir)
+    noise = (torch.rand(batch.mask.shape, generator=torch.Generator().manual_seed(1)) - 0.5) * 0.6
+    batch.behav_logp[:] = (probe.actor.compute_logprobs(batch) + noise) * batch.mask
+    over = ["async_training.enabled=true", f"algorithm.rollout_is={mode}", "trainer.max_logprob_abs_diff=1.0",
+            "algorithm.rollout_is_threshold=1.2"]
+    fused = trainer_for(tiny_llama_dir, *over)
+    separate = trainer_for(tiny_llama_dir, *over, "trainer.fuse_old_logprob_pass=false")
+    assert fused.fused_old_logprobs and not separate.fused_old_logprobs
+    n_fused, n_sep = count_forwards(fused.actor.model), count_forwards(separate.actor.model)
+    g_fused, g_sep = record_grads(fused), record_grads(separate)
+    m_fused, m_sep = fused.update(batch), separate.update(batch)
+    assert g_sep and grad_diff(g_fused, g_sep) < 1e-6
+    assert max_rel_diff(fused.weights(), separate.weights()) < 1e-6
+    assert n_sep[0] - n_fused[0] == 3
+    keys = [k for k in m_sep if k.startswith(("rollout_is/", "rollout_corr/", "actor/pg_loss"))]
+    assert "rollout_is/ess" in keys and m_sep["rollout_is/ess"] < 0.999  # the weights are not all 1
+    for key in keys:
+        assert m_fused[key] == pytest.approx(m_sep[key], rel=1e-5, abs=1e-7), key
 
 
 def test_fused_pass_gate_refuses_before_the_optimizer_step(tiny_llama_dir):

@@ -373,8 +373,9 @@ class TrainerSection(Section):
     """Pack micro-batches by this token budget (rows x longest row), longest rows first, instead of
     `micro_batch_size` rows each. None: fixed micro-batches."""
     fuse_old_logprob_pass: bool = True
-    """On-policy steps (sync, one epoch, no rollout IS, no R3) take the old logprobs from the gradient
-    pass instead of a separate forward: the same update, one forward fewer."""
+    """Steps with one epoch, `ppo_anchor = "proximal"`, no `rollout_rs` rejection and no R3 take the old
+    (proximal) logprobs from the gradient pass instead of a separate forward, sync or async, with or without
+    `rollout_is` weights (computed per micro-batch from them): the same update, one forward fewer."""
     cpu_offload: bool = False
     """With `n_ranks` > 1: FSDP2 keeps parameters, gradients and optimizer state on the CPU between uses."""
     weight_bucket_mb: int = Field(256, ge=1)

@@ -174,16 +174,18 @@ class Actor:
         """One policy update (ppo_epochs passes over the batch) against `old_logp`; returns actor/* metrics."""
         return self._update(batch, advantages, old_logp, is_weights)[0]
 
-    def update_on_policy(
+    def update_fused(
         self, batch: TrainBatch, advantages: torch.Tensor,
         before_step: Callable[[torch.Tensor], None] | None = None,
+        weights_for: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor | None] | None = None,
     ) -> tuple[dict[str, float], torch.Tensor]:
-        """The on-policy update (one epoch, no importance weights) with the old logprobs taken, detached,
-        from the gradient pass itself: that forward is the one a separate old-logprob pass would run, so
-        the ratio is exactly 1 and the update is the same with one forward fewer. `before_step(old)` runs
-        before the optimizer step (the fidelity gate); if it raises, the gradients are dropped.
-        Returns the metrics and the old logprobs."""
-        metrics, first = self._update(batch, advantages, None, None, before_step)
+        """The update (one epoch) with the proximal policy's logprobs, the weights before this update, taken
+        detached from the gradient pass itself: that forward is the one a separate old-logprob pass would run,
+        so the ratio is exactly 1 and the update is the same with one forward fewer. `weights_for(old, idx, t)`
+        gives a micro-batch's loss weights from its detached logprobs (a row-local off-policy correction: the
+        rows `idx`, the first `t` positions). `before_step(old)` runs before the optimizer step (the fidelity
+        gate); if it raises, the gradients are dropped. Returns the metrics and the old logprobs."""
+        metrics, first = self._update(batch, advantages, None, None, before_step, weights_for)
         assert first is not None
         return metrics, first
 
@@ -194,6 +196,7 @@ class Actor:
         old_logp: torch.Tensor | None,
         is_weights: torch.Tensor | None,
         before_step: Callable[[torch.Tensor], None] | None = None,
+        weights_for: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor | None] | None = None,
     ) -> tuple[dict[str, float], torch.Tensor | None]:
         a = self.algo
         _, n_ranks = world()
@@ -222,10 +225,11 @@ class Actor:
                     old = logp.detach()
                     if not filler:
                         first[idx, :t] = old
+                    w = weights_for(old, idx, t) if weights_for is not None else None
                 else:
                     old = old_logp[idx, :t].to(self.device)
+                    w = is_weights[idx, :t].to(self.device) if is_weights is not None else None
                 adv = advantages[idx, :t].to(self.device)
-                w = is_weights[idx, :t].to(self.device) if is_weights is not None else None
                 pl = self.policy_loss(logp, old, adv, mb.mask, a, w, agg)
                 entropy = aggregate(ent, mb.mask, agg)
                 loss = pl.loss - a.entropy_coef * entropy

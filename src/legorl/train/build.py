@@ -60,11 +60,9 @@ def build_actor(cfg: RunConfig, model_dir: Path) -> tuple[Actor, Critic | None]:
 
 
 def build_trainer(cfg: RunConfig, model_dir: Path) -> StepTrainer:
-    """The run's StepTrainer. Async training corrects for stale data: token-level IS unless set; sync
-    training is on-policy (the old logprobs may come from the gradient pass)."""
+    """The run's StepTrainer. Async training corrects for stale data: token-level IS unless set."""
     actor, critic = build_actor(cfg, model_dir)
     pad = load_tokenizer(model_dir).pad_token_id or 0
     algorithm = cfg.algorithm.model_copy(update={"rollout_is": cfg.effective_rollout_is()})
-    return StepTrainer(algorithm, cfg.trainer, actor, critic, pad_id=pad,
-                       on_policy=not cfg.async_training.enabled)
+    return StepTrainer(algorithm, cfg.trainer, actor, critic, pad_id=pad)
 

@@ -44,9 +44,11 @@ def routing_coverage(batch: TrainBatch) -> float:
     return hit / max(total, 1)
 
 
-def _no_correction(algo: AlgorithmSection) -> bool:
-    """The update anchors on the trainer's own old logprobs with no off-policy weights or rejection."""
-    return algo.rollout_is == "none" and algo.rollout_rs == "none" and algo.ppo_anchor == "proximal"
+def _row_local_correction(algo: AlgorithmSection) -> bool:
+    """The update anchors on the trainer's own old logprobs (the proximal policy) and its off-policy
+    correction, if any, is a loss weight computed row by row (token / sequence / masked IS): no rejection,
+    which changes the loss normalisation of the whole batch before the first micro-batch."""
+    return algo.rollout_rs == "none" and algo.ppo_anchor == "proximal"
 
 
 class LogprobMismatchError(RuntimeError):
@@ -57,19 +59,20 @@ class StepTrainer:
     """One process's trainer (under torch.distributed, one rank's: every rank runs `update` on the same
     batch and the actor takes its share of the rows).
 
-    `on_policy`: the batch was sampled by exactly the weights being trained (sync mode). With one
-    epoch and no rollout importance weights, the old logprobs then come from the gradient pass itself
-    (`Actor.update_on_policy`) instead of a separate no-grad forward."""
+    With one epoch, the proximal anchor and no rejection, the old (proximal) logprobs come from the gradient
+    pass itself (`Actor.update_fused`) instead of a separate no-grad forward, in sync and async mode
+    alike: the proximal policy is the weights before this update, whatever sampled the batch; importance
+    weights are computed per micro-batch from those logprobs."""
 
     def __init__(self, algorithm: AlgorithmSection, trainer: TrainerSection, actor: Actor,
-                 critic: Critic | None = None, pad_id: int = 0, on_policy: bool = False):
+                 critic: Critic | None = None, pad_id: int = 0):
         self.algorithm = algorithm
         self.trainer = trainer
         self.actor = actor
         self.critic = critic
         self.pad_id = pad_id
-        self.fused_old_logprobs = (on_policy and trainer.fuse_old_logprob_pass and trainer.ppo_epochs == 1
-                                   and _no_correction(algorithm) and actor.replayer is None)
+        self.fused_old_logprobs = (trainer.fuse_old_logprob_pass and trainer.ppo_epochs == 1
+                                   and _row_local_correction(algorithm) and actor.replayer is None)
         if algorithm.adv_estimator == "gae":
             if critic is None:
                 raise ValueError("adv_estimator='gae' needs a critic")
@@ -108,12 +111,20 @@ class StepTrainer:
             adv = self._advantages(batch, metrics)
             t1 = time.perf_counter()
 
+            algo = self.algorithm
+
             def gate(old_logp: torch.Tensor) -> None:
                 fid = fidelity(old_logp, batch.behav_logp, mask)
                 metrics.update(fid)
                 self._check_fidelity(fid)
+                if algo.rollout_is != "none":  # the correction's metrics over the whole batch
+                    metrics.update(off_policy_correction(old_logp, batch.behav_logp, mask, algo).metrics)
 
-            actor_metrics, _ = self.actor.update_on_policy(batch, adv, gate)
+            def weights_for(old: torch.Tensor, idx: torch.Tensor, t: int) -> torch.Tensor | None:
+                return off_policy_correction(old, batch.behav_logp[idx, :t], mask[idx, :t], algo).weights
+
+            actor_metrics, _ = self.actor.update_fused(
+                batch, adv, gate, weights_for if algo.rollout_is != "none" else None)
             metrics.update(actor_metrics)
             metrics["timing/old_logprob_s"] = 0.0
         else:
