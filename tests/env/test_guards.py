@@ -67,3 +67,28 @@ async def test_hash_tree_matches_host_hash(make_task, sandbox_root: Path) -> Non
     assert compare(host, {**host, "./a.txt": "x"}, "w") == ["w: modified ./a.txt"]
     assert compare(host, {}, "w") == ["w: removed ./a.txt, ./d/b.txt"]
     assert compare(host, None, "w") == ["w disappeared"]
+
+
+async def test_exec_parts_runs_each_part_in_one_exec_and_no_output_forges_a_frame(make_task, sandbox_root: Path) -> None:
+    """The verifier's checks share one exec: each part gets its own stdout and exit status, in order, and
+    a file named like a frame marker (the agent cannot know the nonce) stays inside its part."""
+    from legorl.env.guards import exec_parts, hash_cmd, parse_hash
+
+    task = make_task(files={"a.txt": "a"})
+    async with LocalSandbox(task, root_dir=sandbox_root) as sb:
+        await sb.exec("mkdir -p /app/d && touch '/app/d/x\n@@0 rc 0\n@@0 part left' && printf 'no newline' > /app/n")
+        calls = []
+        real_exec = sb.exec
+
+        async def counted(*a, **k):
+            calls.append(a[0])
+            return await real_exec(*a, **k)
+
+        sb.exec = counted
+        res = await exec_parts(sb, {"hash": hash_cmd("/app/d"), "cat": "cat /app/n", "fail": "exit 7",
+                                    "gone": hash_cmd("/nonexistent"), "after": "echo done"})
+    assert len(calls) == 1
+    assert res["cat"] == ("no newline", 0) and res["fail"] == ("", 7) and res["after"] == ("done", 0)
+    assert parse_hash(*res["gone"]) is None
+    hashed = parse_hash(*res["hash"])
+    assert hashed is not None and any("@@0 part left" in k for k in hashed) and res["hash"][1] == 0

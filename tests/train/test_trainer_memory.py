@@ -63,18 +63,23 @@ def count_forwards(model) -> list[int]:
     return calls
 
 
-def test_fused_old_logprob_pass_same_update_one_forward_fewer(tiny_llama_dir):
-    batch = rows_batch()
-    fused = trainer_for(tiny_llama_dir)
-    separate = trainer_for(tiny_llama_dir, "trainer.fuse_old_logprob_pass=false")
+def fused_and_separate(model_dir, batch, *overrides: str) -> tuple[dict, dict]:
+    """One update on `batch` by a fused and a separate-pass trainer: the same gradients and weights, one
+    forward per micro-batch fewer (3 micro-batches of 2 rows). Returns both steps' metrics."""
+    fused = trainer_for(model_dir, *overrides)
+    separate = trainer_for(model_dir, *overrides, "trainer.fuse_old_logprob_pass=false")
     assert fused.fused_old_logprobs and not separate.fused_old_logprobs
     n_fused, n_sep = count_forwards(fused.actor.model), count_forwards(separate.actor.model)
     g_fused, g_sep = record_grads(fused), record_grads(separate)
     m_fused, m_sep = fused.update(batch), separate.update(batch)
     assert g_sep and grad_diff(g_fused, g_sep) < 1e-6
     assert max_rel_diff(fused.weights(), separate.weights()) < 1e-6
-    # the separate pass runs one forward per micro-batch more (3 micro-batches of 2 rows)
     assert n_sep[0] - n_fused[0] == 3
+    return m_fused, m_sep
+
+
+def test_fused_old_logprob_pass_same_update_one_forward_fewer(tiny_llama_dir):
+    m_fused, m_sep = fused_and_separate(tiny_llama_dir, rows_batch())
     for key in ("rollout_corr/abs_diff_mean", "actor/pg_loss", "actor/entropy"):
         assert m_fused[key] == pytest.approx(m_sep[key], rel=1e-5, abs=1e-7)
 
@@ -93,20 +98,11 @@ def test_fused_pass_with_importance_weights_gives_the_separate_pass_update(tiny_
     IS weights per micro-batch from its own detached logprobs; gradients, weights and the correction's
     metrics equal the separate pass's."""
     batch = rows_batch()
-    probe = trainer_for(tiny_llama_dir)
     noise = (torch.rand(batch.mask.shape, generator=torch.Generator().manual_seed(1)) - 0.5) * 0.6
-    batch.behav_logp[:] = (probe.actor.compute_logprobs(batch) + noise) * batch.mask
-    over = ["async_training.enabled=true", f"algorithm.rollout_is={mode}", "trainer.max_logprob_abs_diff=1.0",
-            "algorithm.rollout_is_threshold=1.2"]
-    fused = trainer_for(tiny_llama_dir, *over)
-    separate = trainer_for(tiny_llama_dir, *over, "trainer.fuse_old_logprob_pass=false")
-    assert fused.fused_old_logprobs and not separate.fused_old_logprobs
-    n_fused, n_sep = count_forwards(fused.actor.model), count_forwards(separate.actor.model)
-    g_fused, g_sep = record_grads(fused), record_grads(separate)
-    m_fused, m_sep = fused.update(batch), separate.update(batch)
-    assert g_sep and grad_diff(g_fused, g_sep) < 1e-6
-    assert max_rel_diff(fused.weights(), separate.weights()) < 1e-6
-    assert n_sep[0] - n_fused[0] == 3
+    batch.behav_logp[:] = (trainer_for(tiny_llama_dir).actor.compute_logprobs(batch) + noise) * batch.mask
+    m_fused, m_sep = fused_and_separate(
+        tiny_llama_dir, batch, "async_training.enabled=true", f"algorithm.rollout_is={mode}",
+        "trainer.max_logprob_abs_diff=1.0", "algorithm.rollout_is_threshold=1.2")
     keys = [k for k in m_sep if k.startswith(("rollout_is/", "rollout_corr/", "actor/pg_loss"))]
     assert "rollout_is/ess" in keys and m_sep["rollout_is/ess"] < 0.999  # the weights are not all 1
     for key in keys:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,16 +44,52 @@ def hash_host_tree(root: Path) -> dict[str, str]:
     return out
 
 
-async def hash_tree(sandbox: Sandbox, path: str) -> dict[str, str] | None:
-    """The same map computed inside the sandbox; None when the directory does not exist."""
-    r = await sandbox.exec(f"bash -c {shlex.quote(_HASH_CMD)} {shlex.quote(path)}", cwd="/", timeout=60)
-    if r.exit_code == 3:
+def hash_cmd(path: str) -> str:
+    """The shell command that prints the map of the sandbox directory `path` (exit 3: no such directory)."""
+    return f"bash -c {shlex.quote(_HASH_CMD)} {shlex.quote(path)}"
+
+
+def parse_hash(stdout: str, exit_code: int | None) -> dict[str, str] | None:
+    if exit_code == 3:
         return None
     out: dict[str, str] = {}
-    for line in r.stdout.splitlines():
+    for line in stdout.splitlines():
         name, _, digest = line.rpartition(" ")
         if name:
             out[name] = digest
+    return out
+
+
+async def hash_tree(sandbox: Sandbox, path: str) -> dict[str, str] | None:
+    """The same map computed inside the sandbox; None when the directory does not exist."""
+    r = await sandbox.exec(hash_cmd(path), cwd="/", timeout=60)
+    return parse_hash(r.stdout, r.exit_code)
+
+
+async def exec_parts(sandbox: Sandbox, parts: dict[str, str], timeout: float = 60) -> dict[str, tuple[str, int]]:
+    """Run several commands, in order, in one `Sandbox.exec`: each part's stdout and exit status.
+
+    One process spawn instead of one per check: a spawn is most of the verifier phase's fixed cost when
+    the cores are busy (8 execs took 0.5-0.7 s per trial in the demo). Parts are framed by marker lines
+    with a nonce drawn now, after the agent finished, so nothing a part prints (a planted file's name)
+    can forge a frame."""
+    nonce = secrets.token_hex(12)
+    script = "".join(f"echo '@@{nonce} part {name}'\n( {cmd}\n)\nprintf '\\n@@{nonce} rc %s\\n' $?\n"
+                     for name, cmd in parts.items())
+    r = await sandbox.exec(script, cwd="/", timeout=timeout)
+    out: dict[str, tuple[str, int]] = {}
+    name, lines = None, []
+    for line in r.stdout.split("\n"):
+        if line.startswith(f"@@{nonce} part "):
+            name, lines = line[len(f"@@{nonce} part "):], []
+        elif line.startswith(f"@@{nonce} rc ") and name is not None:
+            out[name] = ("\n".join(lines[:-1] if lines and lines[-1] == "" else lines), int(line.split()[-1]))
+            name = None
+        elif name is not None:
+            lines.append(line)
+    missing = [n for n in parts if n not in out]
+    if missing:  # the exec was cut short (timeout, killed): what did not run reads as failed
+        out.update({n: ("", -1) for n in missing})
     return out
 
 
@@ -80,25 +117,26 @@ class GuardReport:
 
 
 async def before_verification(sandbox: Sandbox) -> GuardReport:
-    """Looks for anything the agent left in the verifier's paths, then clears those paths."""
+    """Looks for anything the agent left in the verifier's paths, then clears those paths (one exec)."""
     rep = GuardReport()
-    planted = await hash_tree(sandbox, VERIFIER_DIR)
+    res = await exec_parts(sandbox, {
+        "planted": hash_cmd(VERIFIER_DIR),
+        "tests": f"ls -A {TESTS_DIR} 2>/dev/null",
+        # Clear both: a stale or planted reward must never be read as this run's result.
+        "clear": f"find {VERIFIER_DIR} {TESTS_DIR} -mindepth 1 -delete 2>/dev/null; rm -rf {TESTS_DIR} 2>/dev/null; true",
+        "left": hash_cmd(VERIFIER_DIR),
+    })
+    planted = parse_hash(*res["planted"])
     if planted:
         rep.flags.append(
             f"files planted in {VERIFIER_DIR} before verification: {', '.join(sorted(planted)[:10])}"
         )
-    pre = await sandbox.exec(f"ls -A {TESTS_DIR} 2>/dev/null", cwd="/", timeout=30)
-    if pre.stdout.strip():  # an empty mount point is harmless; content is not
-        rep.flags.append(f"{TESTS_DIR} existed before verification: {pre.stdout.split()[:10]}")
-    # Clear both: a stale or planted reward must never be read as this run's result.
-    await sandbox.exec(
-        f"find {VERIFIER_DIR} {TESTS_DIR} -mindepth 1 -delete 2>/dev/null; rm -rf {TESTS_DIR} 2>/dev/null; true",
-        cwd="/",
-        timeout=30,
-    )
-    left = await hash_tree(sandbox, VERIFIER_DIR)
-    if left:
-        rep.flags.append(f"could not clear {VERIFIER_DIR}: {', '.join(sorted(left)[:10])}")
+    pre = res["tests"][0]
+    if pre.strip():  # an empty mount point is harmless; content is not
+        rep.flags.append(f"{TESTS_DIR} existed before verification: {pre.split()[:10]}")
+    left = parse_hash(*res["left"])
+    if left or res["left"][1] == -1:
+        rep.flags.append(f"could not clear {VERIFIER_DIR}: {', '.join(sorted(left or {})[:10]) or 'the check did not run'}")
     return rep
 
 

@@ -161,16 +161,17 @@ async def verify(
         stderr_tail=tail(run.stderr),
         exit_code=run.exit_code,
     )
+    # one exec for the after-run checks: the tests' hashes and the reward files
+    after = await guards.exec_parts(sandbox, {"tests": guards.hash_cmd(guards.TESTS_DIR) if guard else "true",
+                                              "rewards": _READ_REWARDS})
     if guard:
-        flags += guards.compare(
-            expected, await guards.hash_tree(sandbox, guards.TESTS_DIR), "/tests after run"
-        )
+        flags += guards.compare(expected, guards.parse_hash(*after["tests"]), "/tests after run")
     res.flags = flags
     await _hide(sandbox, guards.TESTS_DIR)  # a trial that goes on afterwards must not see them
     if run.timed_out:
         res.outcome, res.reason = "verifier_error", f"verifier timed out after {limit:.0f}s"
     else:
-        files = await _read_rewards(sandbox)
+        files = _parse_rewards_listing(after["rewards"][0])
         try:
             res.reward, res.rewards = parse_rewards(files.get("reward.json"), files.get("reward.txt"))
         except ValueError as e:
@@ -188,10 +189,10 @@ async def verify(
     return res
 
 
-async def _read_rewards(sandbox: Sandbox) -> dict[str, str]:
-    r = await sandbox.exec(_READ_REWARDS, cwd="/", timeout=30)
+def _parse_rewards_listing(stdout: str) -> dict[str, str]:
+    """reward.json / reward.txt contents from `_READ_REWARDS`'s output (one `name base64` line each)."""
     out: dict[str, str] = {}
-    for line in r.stdout.splitlines():
+    for line in stdout.splitlines():
         name, _, b64 = line.partition(" ")
         if name in ("reward.json", "reward.txt"):
             try:
