@@ -90,3 +90,18 @@ def test_keys_of_the_flat_layout_are_read_under_their_new_names():
     assert len(moved) == 5 and "rollout.train_mode moved to async_training.enabled" in str(moved[0].message)
     assert cfg.async_training.enabled and cfg.async_training.staleness_threshold == 1
     assert cfg.serving.vllm.dtype == "bfloat16" and cfg.serving.scheduler.enabled and cfg.agent.name == "nop"
+
+
+def test_async_update_threads_default_to_the_cores_the_engine_leaves_or_the_config():
+    """`async_training.trainer_threads` sets the update's torch threads beside a generating engine; by
+    default the update takes the cores the in-process engines leave (at least 1)."""
+    import os
+
+    from legorl.config import load_config
+    from legorl.train.loop import _trainer_threads
+
+    cores = os.cpu_count() or 1
+    cfg = load_config(None, ["async_training.enabled=true", "serving.threads_per_replica=1"])
+    assert _trainer_threads(cfg) == max(1, cores - 1)
+    assert _trainer_threads(load_config(None, ["async_training.enabled=true", "async_training.trainer_threads=3"])) == 3
+    assert _trainer_threads(load_config(None, ["async_training.enabled=true", "serving.placement=process"])) is None

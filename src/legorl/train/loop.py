@@ -154,10 +154,13 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
 
 
 def _trainer_threads(cfg: RunConfig) -> int | None:
-    """Torch threads for the update while in-process embedded engines keep generating beside it: the cores
-    they leave (at least 1), so trainer and engines do not oversubscribe the CPU. None: leave torch's."""
+    """Torch threads for the update while in-process embedded engines keep generating beside it:
+    `async_training.trainer_threads`, else the cores they leave (at least 1), so trainer and engines do not
+    oversubscribe the CPU. None: leave torch's."""
     import os
 
+    if cfg.async_training.trainer_threads is not None:
+        return cfg.async_training.trainer_threads
     s = cfg.serving
     if s.engine != "embedded" or s.placement != "thread" or cfg.cluster.runtime != "local":
         return None
