@@ -104,4 +104,5 @@ def test_async_update_threads_default_to_the_cores_the_engine_leaves_or_the_conf
     cfg = load_config(None, ["async_training.enabled=true", "serving.threads_per_replica=1"])
     assert _trainer_threads(cfg) == max(1, cores - 1)
     assert _trainer_threads(load_config(None, ["async_training.enabled=true", "async_training.trainer_threads=3"])) == 3
+    assert _trainer_threads(load_config(None, ["async_training.enabled=true", "async_training.trainer_threads=0"])) == cores
     assert _trainer_threads(load_config(None, ["async_training.enabled=true", "serving.placement=process"])) is None

@@ -160,7 +160,7 @@ def _trainer_threads(cfg: RunConfig) -> int | None:
     import os
 
     if cfg.async_training.trainer_threads is not None:
-        return cfg.async_training.trainer_threads
+        return cfg.async_training.trainer_threads or os.cpu_count() or 1
     s = cfg.serving
     if s.engine != "embedded" or s.placement != "thread" or cfg.cluster.runtime != "local":
         return None
