@@ -120,14 +120,14 @@ def test_eval_config_takes_the_runs_settings_and_flags_override_them(tmp_path, t
 
     run = tmp_path / "run.toml"
     run.write_text(RUN.format(model=tiny_llama_dir))
-    cfg, policy = _setup(Flags(config=run), load_config(run), "eval")
+    cfg, policy = _setup(Flags(), load_config(run), "eval")
     assert (cfg.scaffold, cfg.scaffold_kwargs["system_prompt"], cfg.agent_timeout_sec) == ("builtin", "Be brief.", 77)
     lim = cfg.limits
     assert (lim.temperature, lim.max_turns, lim.max_tokens_per_call, lim.command_timeout_sec) == (0.3, 2, 17, 9)
     assert cfg.max_trials == cfg.max_sandboxes == cfg.max_scaffolds == 3
     assert (policy.model, policy.seed, policy.kv_budget_tokens, policy.max_model_len) == (
         str(tiny_llama_dir), 3, 4096, 917)
-    cfg, policy = _setup(Flags(config=run, temperature=0.9, max_turns=5, concurrency=2, seed=1, agent="oracle",
+    cfg, policy = _setup(Flags(temperature=0.9, max_turns=5, concurrency=2, seed=1, agent="oracle",
                                agent_opt=["x=1"]), load_config(run), "eval")
     assert (cfg.limits.temperature, cfg.limits.max_turns, cfg.max_trials, policy.seed) == (0.9, 5, 2, 1)
     assert cfg.scaffold == "oracle" and cfg.scaffold_kwargs == {"x": 1}  # another scaffold: not the run's kwargs

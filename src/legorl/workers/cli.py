@@ -54,12 +54,12 @@ class Flags:
     agent_opt: list[str] | None = None
     seed: int | None = None
     engine: str | None = None
-    config: Path | None = None
     output: Path | None = None
 
 
 DEFAULTS = dict(agent="builtin", concurrency=8, temperature=0.7, max_turns=10, max_tokens=256, backend="local",
                 seed=0, engine="embedded")
+
 
 def register(app: typer.Typer) -> None:
     app.command("eval")(eval_cmd)
@@ -283,7 +283,7 @@ def eval_cmd(
     run_cfg = _run_config(config)
     tasks = _tasks(tasks_path, run_cfg, split, task, limit)
     flags = Flags(agent, model, base_url, concurrency, temperature, max_turns, max_tokens, timeout, backend,
-                  agent_opt, seed, engine, config, output)
+                  agent_opt, seed, engine, output)
     cfg, policy = _setup(flags, run_cfg, "eval")
     report = _run(tasks, k, cfg, policy, f"eval {cfg.scaffold}")
     _table(report, k)
@@ -344,7 +344,7 @@ def infer_cmd(
     if temperature is None and run_cfg is None:
         temperature = 1.0  # infer's own default: the full sampling distribution
     flags = Flags(agent, model, base_url, concurrency, temperature, max_turns, max_tokens, timeout, backend,
-                  agent_opt, seed, engine, config, output)
+                  agent_opt, seed, engine, output)
     cfg, policy = _setup(flags, run_cfg, "infer")
     report = _run(tasks, n, cfg, policy, f"infer {cfg.scaffold}")
     _table(report, n)
