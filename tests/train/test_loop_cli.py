@@ -97,3 +97,16 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path, override, message):
 def test_missing_config_file(tmp_path):
     res = legorl("train", str(tmp_path / "nope.toml"))
     assert res.returncode == 2 and "no such config file" in res.stderr
+
+
+@pytest.mark.slow
+def test_max_checkpoints_to_keep_deletes_older_checkpoints(tmp_path, tiny_run_config):
+    """`trainer.max_checkpoints_to_keep` from the run config: after 3 steps saved every step, only the newest
+    two checkpoint directories are left and `latest` points at the newest."""
+    cfg = tiny_run_config("t", trainer={"train_batch_size": 2, "total_steps": 3, "save_freq": 1,
+                                        "max_checkpoints_to_keep": 2})
+    res = legorl("train", str(cfg), "--no-progress")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    ckpts = tmp_path / "runs" / "t" / "checkpoints"
+    assert sorted(p.name for p in ckpts.iterdir() if p.name.startswith("step_")) == ["step_2", "step_3"]
+    assert (ckpts / "latest").read_text().strip() == "step_3"

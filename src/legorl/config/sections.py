@@ -356,6 +356,9 @@ class TrainerSection(Section):
     """GAE: the critic's learning rate."""
     save_freq: int = Field(0, ge=0)
     """Checkpoint every N steps (0: only at the end)."""
+    max_checkpoints_to_keep: int | None = Field(None, ge=1)
+    """Keep only the newest N checkpoints, deleting older ones after each save (None: keep all). A SmolLM2
+    checkpoint with its optimizer state is ~1.6 GB; `--resume` needs only the newest."""
     test_freq: int = Field(0, ge=0)
     """Validate every N steps and at the end (0: never)."""
     val_before_train: bool = False

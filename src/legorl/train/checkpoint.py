@@ -94,7 +94,9 @@ class Checkpointable(Protocol):
     def load(self, directory: Path) -> None: ...
 
 
-def save_checkpoint(root: Path, state: TrainerState, trainer: Checkpointable) -> Path:
+def save_checkpoint(root: Path, state: TrainerState, trainer: Checkpointable, keep: int | None = None) -> Path:
+    """Write `step_<n>/` atomically and point `latest` at it; with `keep`, then delete all but the newest
+    `keep` step directories (never the one just written)."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{state.step}"
     tmp = root / f".step_{state.step}.tmp"
@@ -110,7 +112,16 @@ def save_checkpoint(root: Path, state: TrainerState, trainer: Checkpointable) ->
     latest_tmp = root / ".latest.tmp"
     latest_tmp.write_text(final.name)
     latest_tmp.replace(root / "latest")
+    if keep is not None:
+        _prune(root, keep, final)
     return final
+
+
+def _prune(root: Path, keep: int, newest: Path) -> None:
+    steps = sorted((int(p.name[5:]), p) for p in root.glob("step_*") if p.is_dir() and p.name[5:].isdigit())
+    for _, path in steps[:-keep]:
+        if path != newest:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def latest_checkpoint(root: Path) -> Path | None:

@@ -148,7 +148,7 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
             metrics["timing/step_s"] = time.perf_counter() - t0
             log(step, metrics)
             if checkpoint_due(cfg, step):
-                save(run_dir, step, trainer, sampler, sync.version)
+                save(run_dir, step, trainer, sampler, sync.version, cfg.trainer.max_checkpoints_to_keep)
     finally:
         await lag.stop()
 
@@ -231,7 +231,7 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
             metrics["timing/wall_s"] = time.perf_counter() - t_run
             log(step, metrics)
             if checkpoint_due(cfg, step):
-                save(run_dir, step, trainer, sampler, actor_version)
+                save(run_dir, step, trainer, sampler, actor_version, cfg.trainer.max_checkpoints_to_keep)
     finally:
         await lag.stop()
         await rollouter.stop()

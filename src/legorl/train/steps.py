@@ -190,8 +190,9 @@ def checkpoint_due(cfg: RunConfig, step: int) -> bool:
     return bool(t.save_freq and step % t.save_freq == 0) or step == t.total_steps
 
 
-def save(run_dir: RunDir, step: int, trainer: Trainer, sampler: TaskSampler, weight_version: int) -> None:
-    save_checkpoint(run_dir.checkpoints, TrainerState(step, sampler.state_dict(), weight_version), trainer)
+def save(run_dir: RunDir, step: int, trainer: Trainer, sampler: TaskSampler, weight_version: int,
+         keep: int | None = None) -> None:
+    save_checkpoint(run_dir.checkpoints, TrainerState(step, sampler.state_dict(), weight_version), trainer, keep)
 
 
 def validation_due(cfg: RunConfig, step: int) -> bool:
