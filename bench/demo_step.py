@@ -58,8 +58,7 @@ async def main():
     tok, sc, ro = load_tokenizer(model), BuiltinScaffold(**cfg.agent.kwargs), cfg.rollout
     train, _ = load_task_split(cfg.tasks)
     tasks = train[: cfg.trainer.train_batch_size]
-    prompts = [chat_ids(tok, [{"role": "system", "content": sc.system_prompt}, *(m for e in sc.examples for m in e),
-                              {"role": "user", "content": t.instruction.strip() + sc.instruction_suffix}])
+    prompts = [chat_ids(tok, sc.first_messages(t.instruction))
                for t in tasks for _ in range(cfg.algorithm.n_resp_per_prompt)]
     [engine] = await start_engines(engine_spec(cfg, model))
     gate, stops = asyncio.Semaphore(max(ro.concurrency, 1)), stop_token_ids(tok)

@@ -42,8 +42,7 @@ async def probe(cfg, glob: str, k: int, show: int) -> Counter:
     async def one(task, seed: int) -> None:
         s = proxy.open_session()
         client = openai.AsyncOpenAI(base_url=s.openai_base_url, api_key="unused", max_retries=0)
-        messages = [{"role": "system", "content": sc.system_prompt}, *(m for e in sc.examples for m in e),
-                    {"role": "user", "content": task.instruction.strip() + sc.instruction_suffix}]
+        messages = sc.first_messages(task.instruction)
         try:
             r = await client.chat.completions.create(
                 model="policy", messages=messages, max_tokens=ro.max_response_len, temperature=ro.temperature,

@@ -76,6 +76,14 @@ class BuiltinScaffold:
         self.examples = [example_messages(e, i) for i, e in enumerate(examples or [])]
         self.instruction_suffix = instruction_suffix
 
+    def first_messages(self, instruction: str) -> list[dict[str, Any]]:
+        """The conversation the first model call sees: system prompt, few-shot examples, the task."""
+        messages: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}]
+        for example in self.examples:
+            messages += [dict(m) for m in example]
+        messages.append({"role": "user", "content": instruction.strip() + self.instruction_suffix})
+        return messages
+
     async def run(
         self, instruction: str, sandbox: Sandbox, endpoint: SessionEndpoint, limits: ScaffoldLimits, log_dir: Path
     ) -> ScaffoldResult:
@@ -88,10 +96,7 @@ class BuiltinScaffold:
         client = openai.AsyncOpenAI(base_url=endpoint.openai_base_url, api_key=endpoint.api_key, max_retries=0,
                                     timeout=limits.timeout_sec,
                                     http_client=openai.DefaultAsyncHttpxClient(verify=False) if plain else None)
-        messages: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}]
-        for example in self.examples:
-            messages += [dict(m) for m in example]
-        messages.append({"role": "user", "content": instruction.strip() + self.instruction_suffix})
+        messages = self.first_messages(instruction)
         stats = {"commands": 0, "tool_calls": 0, "text_actions": 0, "nudges": 0}
         logf = (log_dir / "builtin.log").open("a")
         try:

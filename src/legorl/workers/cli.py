@@ -111,11 +111,11 @@ def _run_config(path: Path | None) -> Any:
     """The run config `--config` names (None without one); a bad one exits 2 with its first problem."""
     if path is None:
         return None
-    from legorl.config import load_config
+    from legorl.config import ConfigError, load_config
 
     try:
         return load_config(path)
-    except Exception as exc:  # ConfigError, TOML and validation errors: one line, exit 2
+    except ConfigError as exc:  # a missing file, bad TOML, invalid values: one line, exit 2
         _fail(f"--config {path}: {exc}")
 
 
