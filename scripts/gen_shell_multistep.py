@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import json
 import random
 import shutil
 import sys
@@ -106,6 +107,8 @@ def write_task(spec: Spec, root: Path) -> None:
     for rel, text in spec.test_files.items():
         write(d / "tests" / rel, text)
     write(d / "solution/solve.sh", SOLVE_SH.format(id=spec.id, lines="\n".join(spec.solve)), executable=True)
+    # the look-then-act episode as one command per turn: warm_start's demonstrations (docs/agent.md)
+    write(d / "solution/demonstration.json", json.dumps({"commands": [*spec.look, *spec.solve]}, indent=1) + "\n")
 
 
 def generate(root: Path, seed: int = SEED, variants: int = VARIANTS) -> list[Spec]:

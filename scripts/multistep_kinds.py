@@ -31,6 +31,7 @@ class Spec:
     checks: list[str]
     solve: list[str]
     blind: list[str] = field(default_factory=list)  # commands written without looking: must score 0
+    look: list[str] = field(default_factory=list)  # what a solver runs first: with `solve`, the demonstration
     executable: set[str] = field(default_factory=set)  # paths under /app with the x bit
     runs: list[str] = field(default_factory=list)  # Dockerfile RUN lines after the COPYs
     test_files: dict[str, str] = field(default_factory=dict)  # extra files under tests/
@@ -56,7 +57,8 @@ def cat_create(rng: random.Random, n: int) -> list[Spec]:
                           "Run `cat /app/name.txt`: it prints the name of a file. Create an empty file "
                           "with that name in /app.",
                           {"name.txt": name + "\n"}, [f"[ -f {name} ] || fail '{name} exists'"],
-                          [f"touch /app/{name}"], blind=["touch /app/name.txt", "touch /app/file.txt"]))
+                          [f"touch /app/{name}"], blind=["touch /app/name.txt", "touch /app/file.txt"],
+                          look=["cat /app/name.txt"]))
     return specs
 
 
@@ -69,7 +71,8 @@ def cat_number(rng: random.Random, n: int) -> list[Spec]:
                           "number into /app/answer.txt.",
                           {"code.txt": f"The code is {num}.\n"}, [content_is("answer.txt", str(num))],
                           [f"echo {num} > /app/answer.txt"],
-                          blind=["cp /app/code.txt /app/answer.txt", "echo 42 > /app/answer.txt"]))
+                          blind=["cp /app/code.txt /app/answer.txt", "echo 42 > /app/answer.txt"],
+                          look=["cat /app/code.txt"]))
     return specs
 
 
@@ -83,7 +86,7 @@ def note_create(rng: random.Random, n: int) -> list[Spec]:
         specs.append(Spec("note-create", i, "easy",
                           "Someone left a note for you in /app/NOTE.md. Read it and do what it asks.",
                           {"NOTE.md": note}, [f"[ -f {name} ] || fail '{name} exists'"], [f"touch /app/{name}"],
-                          blind=["touch /app/done.txt", "touch /app/NOTE.txt"]))
+                          blind=["touch /app/done.txt", "touch /app/NOTE.txt"], look=["cat /app/NOTE.md"]))
     return specs
 
 
@@ -97,7 +100,8 @@ def note_write(rng: random.Random, n: int) -> list[Spec]:
         specs.append(Spec("note-write", i, "easy",
                           "/app/MESSAGE.txt says which code to save and where. Read it and save the code there.",
                           {"MESSAGE.txt": msg}, [content_is(target, code)], [f"echo {code} > /app/{target}"],
-                          blind=["cp /app/MESSAGE.txt /app/code.txt", "echo 1234 > /app/code.txt"]))
+                          blind=["cp /app/MESSAGE.txt /app/code.txt", "echo 1234 > /app/code.txt"],
+                          look=["cat /app/MESSAGE.txt"]))
     return specs
 
 
@@ -112,7 +116,7 @@ def config_read(rng: random.Random, n: int) -> list[Spec]:
                           "just the number into /app/port.txt.",
                           {"server.conf": conf}, [content_is("port.txt", str(port))],
                           [f"echo {port} > /app/port.txt"],
-                          blind=["echo 8080 > /app/port.txt", "echo 80 > /app/port.txt"]))
+                          blind=["echo 8080 > /app/port.txt", "echo 80 > /app/port.txt"], look=["cat /app/server.conf"]))
     return specs
 
 
@@ -135,7 +139,8 @@ def lookup(rng: random.Random, n: int) -> list[Spec]:
                           "/app/users.csv) and write that person's name into /app/reporter.txt.",
                           {"ticket.txt": ticket, "users.csv": csv}, [content_is("reporter.txt", people[who])],
                           [f"echo {people[who]} > /app/reporter.txt"],
-                          blind=["sed -n 2p /app/users.csv | cut -d, -f2 > /app/reporter.txt"]))
+                          blind=["sed -n 2p /app/users.csv | cut -d, -f2 > /app/reporter.txt"],
+                          look=["cat /app/ticket.txt", f"grep {ids[who]} /app/users.csv"]))
     return specs
 
 
@@ -159,7 +164,8 @@ def count_question(rng: random.Random, n: int) -> list[Spec]:
                            "orders.csv": csv},
                           [content_is("answer.txt", str(counts[pick]))], [f"echo {counts[pick]} > /app/answer.txt"],
                           blind=["wc -l < /app/orders.csv > /app/answer.txt",
-                                 "grep -c , /app/orders.csv > /app/answer.txt"]))
+                                 "grep -c , /app/orders.csv > /app/answer.txt"],
+                          look=["cat /app/QUESTION.txt", f"grep -c {cities[pick]} /app/orders.csv"]))
     return specs
 
 
@@ -192,7 +198,8 @@ def config_fix(rng: random.Random, n: int) -> list[Spec]:
                           "one value in it is wrong. Find it and fix it in /app/app.conf, leaving every other "
                           "line unchanged.",
                           {"app.conf": conf, "REQUIRED.md": doc}, checks,
-                          [f"sed -i 's/^{bad}=.*/{bad}={want[bad]}/' /app/app.conf"]))
+                          [f"sed -i 's/^{bad}=.*/{bad}={want[bad]}/' /app/app.conf"],
+                          look=["cat /app/REQUIRED.md", "cat /app/app.conf"]))
     return specs
 
 
@@ -234,7 +241,8 @@ def config_error(rng: random.Random, n: int) -> list[Spec]:
                           {"service.env": "".join(f"{k}={v}\n" for k, v in env.items()), "check.sh": CHECK_SH,
                            "data/README.txt": "service data\n"},
                           checks, [f"sed -i 's|^{bad}=.*|{bad}={fix}|' /app/service.env"],
-                          blind=["bash /app/check.sh"], executable={"check.sh"}, test_files={"check.sh": CHECK_SH}))
+                          blind=["bash /app/check.sh"], executable={"check.sh"}, test_files={"check.sh": CHECK_SH},
+                          look=["bash /app/check.sh"]))
     return specs
 
 
@@ -280,7 +288,7 @@ def script_error(rng: random.Random, n: int) -> list[Spec]:
                           "about (do not edit build.sh) so that it succeeds.",
                           files, ["bash /tests/build.sh >/dev/null || fail 'build.sh succeeds'"], [fix],
                           blind=["bash /app/build.sh", "chmod +x /app/build.sh"], executable=executable,
-                          test_files={"build.sh": script}))
+                          test_files={"build.sh": script}, look=["bash /app/build.sh"]))
     return specs
 
 
@@ -304,7 +312,8 @@ def newest_file(rng: random.Random, n: int) -> list[Spec]:
         specs.append(Spec("newest-file", i, "medium",
                           "/app/inbox/ holds several requests; only the most recently modified one is still "
                           "current. Do what that one asks, and nothing the older ones ask.",
-                          files, checks, [f"touch /app/{names[new]}"], runs=[" && ".join(runs)]))
+                          files, checks, [f"touch /app/{names[new]}"], runs=[" && ".join(runs)],
+                          look=["ls -t /app/inbox", f"cat /app/inbox/req-{senders[new]}.txt"]))
     return specs
 
 
@@ -335,7 +344,8 @@ def py_import(rng: random.Random, n: int) -> list[Spec]:
                           ['out=$(python3 main.py 2>/dev/null)',
                            f'[ "$out" = "total: {sum(nums)}" ] || fail "main.py prints total: {sum(nums)}"'],
                           [f"sed -i 's/def {typo}(/def {name}(/' /app/util.py"],
-                          blind=["python3 /app/main.py"], python=True))
+                          blind=["python3 /app/main.py"], python=True,
+                          look=["python3 /app/main.py", "cat /app/util.py"]))
     return specs
 
 

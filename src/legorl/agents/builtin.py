@@ -45,6 +45,16 @@ submit
 NUDGE = "No command found. Reply with one ```bash code block, or ```bash\nsubmit\n``` if the task is done."
 
 
+def bash_block(command: str) -> str:
+    """A text-protocol reply that runs `command` (or submits, for `submit`)."""
+    return f"```bash\n{command}\n```"
+
+
+def observation_message(obs: str) -> dict[str, str]:
+    """How a command's output comes back to the model under the text protocol."""
+    return {"role": "user", "content": f"Output:\n{obs}"}
+
+
 def _is_overflow(exc: Exception) -> bool:
     code = getattr(exc, "code", None)
     text = str(exc).lower()
@@ -82,6 +92,20 @@ class BuiltinScaffold:
         for example in self.examples:
             messages += [dict(m) for m in example]
         messages.append({"role": "user", "content": instruction.strip() + self.instruction_suffix})
+        return messages
+
+    async def demonstrate(self, instruction: str, commands: list[str], sandbox: Sandbox,
+                          limits: ScaffoldLimits) -> list[dict[str, Any]]:
+        """The conversation this scaffold would hold with a model that typed `commands`, one per turn, then
+        submitted: each runs in `sandbox` and its real output comes back exactly as in a live trial (text
+        protocol). Supervised warm starts train on these (`legorl.train.warmstart`)."""
+        messages = self.first_messages(instruction)
+        stats = {"commands": 0}
+        for cmd in commands:
+            messages.append({"role": "assistant", "content": bash_block(cmd)})
+            messages.append(observation_message(await self._act(Action("bash", {"command": cmd}), sandbox,
+                                                                limits, stats)))
+        messages.append({"role": "assistant", "content": bash_block("submit")})
         return messages
 
     async def run(
@@ -170,7 +194,7 @@ class BuiltinScaffold:
                     return ScaffoldResult("submitted", turn)
                 obs = await self._act(action, sandbox, limits, stats)
                 note("observation", obs)
-                messages.append({"role": "user", "content": f"Output:\n{obs}"})
+                messages.append(observation_message(obs))
                 continue
             if stats["commands"] and says_done(content):
                 return ScaffoldResult("finished", turn)

@@ -24,6 +24,7 @@ from legorl.config.sections import (
     TasksSection,
     TrainerSection,
     VLLMSection,
+    WarmStartSection,
 )
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "TasksSection",
     "TrainerSection",
     "VLLMSection",
+    "WarmStartSection",
     "load_config",
     "merge_layers",
     "site_config_path",

@@ -390,6 +390,25 @@ class TrainerSection(Section):
     """Weight sync streams the gathered weights in buckets of about this many MiB."""
 
 
+class WarmStartSection(Section):
+    """A supervised warm start before RL: SFT on demonstrations so a model that never solves a task (its
+    GRPO groups all score 0: no signal) starts from one that sometimes does. Made once per run
+    (`<run>/warm_start/model`); the trainer and the engines start from it."""
+
+    enabled: bool = False
+    """Run the warm start before the first step (validation before training then measures its result)."""
+    data: str = "task-demonstrations"
+    """`task-demonstrations`: each training task's `solution/demonstration.json` (`{"commands": [...]}`, one per
+    turn) replayed in a fresh sandbox through the builtin scaffold (text protocol), kept when the verifier
+    gives 1; held-out tasks are never used. Or a JSONL file of `{"messages": [...]}` chat transcripts."""
+    epochs: int = Field(2, ge=1)
+    """Passes over the demonstrations."""
+    lr: float = Field(2e-5, gt=0.0)
+    """AdamW learning rate (constant)."""
+    batch_size: int = Field(4, ge=1)
+    """Transcripts per optimizer step (loss: mean NLL over their assistant tokens)."""
+
+
 class RunConfig(Section):
     """One run: every component's section. Build it with `legorl.config.load_config`."""
 
@@ -404,6 +423,7 @@ class RunConfig(Section):
     cluster: ClusterSection = ClusterSection()
     algorithm: AlgorithmSection = AlgorithmSection()
     trainer: TrainerSection = TrainerSection()
+    warm_start: WarmStartSection = WarmStartSection()
 
     def effective_rollout_is(self) -> str:
         """Async trains on data from older weights: token-level IS unless `rollout_is` was set explicitly."""

@@ -47,6 +47,7 @@ from legorl.train.steps import (
     validation_due,
 )
 from legorl.train.types import Trainer
+from legorl.train.warmstart import warm_start
 from legorl.workers.filter import TrajectoryFilter
 
 
@@ -69,10 +70,14 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
     run_dir.config_json.write_text(cfg.model_dump_json(indent=2))
     train_tasks, val_tasks = load_task_split(cfg.tasks)
     on_line(f"tasks: {len(train_tasks)} train, {len(val_tasks)} val; run dir {run_dir.root}")
+    model_dir = resolve_model(cfg.model.path)
+    if cfg.warm_start.enabled:  # the run starts from the supervised warm start instead of model.path
+        model_dir = await warm_start(cfg, run_dir, model_dir, train_tasks, on_line)
+        cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"path": str(model_dir)})})
     runtime = await start_runtime(cfg, run_dir)
     trainer: Trainer | None = None
     try:
-        trainer = start_trainer(cfg, resolve_model(cfg.model.path))
+        trainer = start_trainer(cfg, model_dir)
         sync = WeightSync(runtime.engines)
         sampler = TaskSampler(train_tasks, seed=cfg.run.seed)
         start, note = await start_or_resume(cfg, run_dir, trainer, sampler, runtime, sync, resume)

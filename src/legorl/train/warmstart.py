@@ -1,0 +1,221 @@
+"""A supervised warm start before RL (`[warm_start]`): a few epochs of SFT on demonstrations, so a model
+that never solves a task (GRPO's groups all score 0: no signal) starts from one that sometimes does.
+
+Demonstrations are chat transcripts. `data = "task-demonstrations"` makes them from the training tasks
+themselves: each task's `solution/demonstration.json` (the commands an expert types, one per turn) is
+replayed in a fresh sandbox through the run's builtin scaffold, so the prompts, few-shot examples and
+command outputs are exactly what a live trial shows the model; a transcript is kept only when the
+task's verifier then gives 1. Only the held-out split is never touched. Or `data` names a JSONL file of
+`{"messages": [...]}` transcripts. The loss is the mean NLL of the assistant turns' tokens (the
+task's own turns, not the few-shot examples), each cut after its end-of-turn token as the engine stops.
+
+The result is a model directory under the run dir (`warm_start/model`), reused on resume; the trainer
+and the engines start from it as from `model.path`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from legorl.config.sections import RunConfig, WarmStartSection
+from legorl.models.chat import encode_text, load_tokenizer, render_chat, stop_token_ids
+from legorl.rundir import RunDir
+from legorl.tasks.model import Task
+from legorl.train.logprobs import token_logprobs
+
+DEMONSTRATION_FILE = "demonstration.json"
+TASK_DEMONSTRATIONS = "task-demonstrations"
+
+
+@dataclass
+class Transcript:
+    """One conversation; assistant turns from index `train_from` on are trained on."""
+
+    messages: list[dict[str, Any]]
+    train_from: int = 0
+    source: str = ""
+
+
+@dataclass
+class Example:
+    input_ids: list[int]
+    mask: list[int]
+
+
+def demonstration_commands(task: Task) -> list[str] | None:
+    """The task's demonstration (one command per turn), or None when it ships none."""
+    path = task.solution_dir / DEMONSTRATION_FILE
+    if not path.is_file():
+        return None
+    commands = json.loads(path.read_text()).get("commands")
+    if not isinstance(commands, list) or not commands or not all(isinstance(c, str) and c for c in commands):
+        raise ValueError(f"{path}: expected {{\"commands\": [\"cmd\", ...]}} with at least one command")
+    return commands
+
+
+async def replay_demonstrations(cfg: RunConfig, tasks: list[Task],
+                                on_line: Callable[[str], None] = print) -> list[Transcript]:
+    """Each task's demonstration through the run's builtin scaffold in a fresh sandbox; the transcripts of
+    those its verifier scores 1 (the rest are reported and dropped)."""
+    from legorl.agents.base import load_scaffold
+    from legorl.agents.builtin import BuiltinScaffold
+    from legorl.env import make_sandbox, verify
+    from legorl.env.phases import enter_phase
+    from legorl.workers.config import worker_config
+
+    if cfg.agent.name != "builtin":
+        raise ValueError(f"warm_start.data = {TASK_DEMONSTRATIONS!r} renders with the builtin scaffold; "
+                         f"agent.name is {cfg.agent.name!r}: give a JSONL file of transcripts instead")
+    scaffold = load_scaffold("builtin", **cfg.agent.kwargs)
+    assert isinstance(scaffold, BuiltinScaffold)
+    if scaffold.tools:
+        raise ValueError("warm_start.data = 'task-demonstrations' renders the text protocol: set "
+                         "agent.kwargs.tools = false, or give a JSONL file of transcripts")
+    limits = worker_config(cfg).limits
+    prefix = len(scaffold.first_messages("x")) - 1  # system + few-shot: context, never trained on
+    todo = [(t, c) for t in tasks if (c := demonstration_commands(t)) is not None]
+    if not todo:
+        raise ValueError(f"warm_start.data = {TASK_DEMONSTRATIONS!r}: none of the {len(tasks)} training tasks "
+                         f"has solution/{DEMONSTRATION_FILE}")
+    sem = asyncio.Semaphore(max(1, min(cfg.rollout.concurrency, 4)))
+
+    async def one(task: Task, commands: list[str]) -> Transcript | None:
+        async with sem:
+            sb = make_sandbox(task, cfg.sandbox.backend)
+            await sb.start()
+            try:
+                await enter_phase(sb, "agent")
+                messages = await scaffold.demonstrate(task.instruction, commands, sb, limits)
+                res = await verify(sb, task, cfg.sandbox.verifier_timeout_sec)
+            finally:
+                await sb.stop()
+        if res.reward != 1.0:
+            on_line(f"warm start: {task.id}: the demonstration scored {res.reward} ({res.outcome}); dropped")
+            return None
+        return Transcript(messages, prefix, task.id)
+
+    out = await asyncio.gather(*(one(t, c) for t, c in todo))
+    return [t for t in out if t is not None]
+
+
+def read_transcripts(path: Path) -> list[Transcript]:
+    """A JSONL file, one `{"messages": [...]}` per line; every assistant turn is trained on."""
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            messages = json.loads(line)["messages"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}:{n}: expected {{\"messages\": [...]}}: {exc}") from None
+        if not any(m.get("role") == "assistant" for m in messages):
+            raise ValueError(f"{path}:{n}: no assistant turn to train on")
+        out.append(Transcript(messages, 0, f"{path.name}:{n}"))
+    if not out:
+        raise ValueError(f"{path}: no transcripts")
+    return out
+
+
+def encode(tokenizer, transcript: Transcript) -> Example:
+    """Token ids and loss mask of a transcript, segment by segment as the proxy builds a session: each
+    prompt rendered with the generation prompt, each assistant turn appended, masked up to and including
+    its end-of-turn token (what the engine samples); everything else is context."""
+    stops = set(stop_token_ids(tokenizer))
+    msgs = transcript.messages
+    ids: list[int] = []
+    mask: list[int] = []
+    done = ""  # the rendered text so far
+    for i, m in enumerate(msgs):
+        if m.get("role") != "assistant":
+            continue
+        prompt = render_chat(tokenizer, msgs[:i], add_generation_prompt=True)
+        full = render_chat(tokenizer, msgs[: i + 1], add_generation_prompt=False)
+        if not prompt.startswith(done) or not full.startswith(prompt):
+            raise ValueError(f"{transcript.source}: the chat template does not render turn {i} as an append")
+        ids += encode_text(tokenizer, prompt[len(done):])
+        mask += [0] * (len(ids) - len(mask))
+        reply = encode_text(tokenizer, full[len(prompt):])
+        cut = next((j + 1 for j, t in enumerate(reply) if t in stops), len(reply))
+        trained = 1 if i >= transcript.train_from else 0
+        ids += reply
+        mask += [trained] * cut + [0] * (len(reply) - cut)
+        done = full
+    return Example(ids, mask)
+
+
+def finetune(model_dir: Path, examples: list[Example], section: WarmStartSection, seed: int, out_dir: Path,
+             on_line: Callable[[str], None] = print) -> dict[str, float]:
+    """`section.epochs` passes of AdamW over `examples` (shuffled, `batch_size` per step, token-mean NLL);
+    saves the model and tokenizer to `out_dir`. Returns the first and last epoch's mean NLL."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.train(False)  # no dropout, as in the RL update
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=section.lr, weight_decay=0.0)
+    rng = random.Random(seed)
+    pad = load_tokenizer(model_dir).pad_token_id or 0
+    nll: list[float] = []
+    for epoch in range(1, section.epochs + 1):
+        order = list(range(len(examples)))
+        rng.shuffle(order)
+        total, tokens, t0 = 0.0, 0, time.perf_counter()
+        for s in range(0, len(order), section.batch_size):
+            batch = [examples[i] for i in order[s: s + section.batch_size]]
+            width = max(len(e.input_ids) for e in batch)
+            ids = torch.tensor([e.input_ids + [pad] * (width - len(e.input_ids)) for e in batch])
+            att = torch.tensor([[1] * len(e.input_ids) + [0] * (width - len(e.input_ids)) for e in batch])
+            mask = torch.tensor([e.mask + [0] * (width - len(e.mask)) for e in batch], dtype=torch.float32)
+            logp, _ = token_logprobs(model, ids, att, mask)
+            n = float(mask.sum())
+            loss = -(logp * mask).sum() / max(n, 1.0)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            total += float(loss.detach()) * n
+            tokens += int(n)
+        nll.append(total / max(tokens, 1))
+        on_line(f"warm start: epoch {epoch}/{section.epochs}: nll {nll[-1]:.4f} over {tokens} tokens "
+                f"({time.perf_counter() - t0:.1f} s)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    load_tokenizer(model_dir).save_pretrained(out_dir)
+    return {"nll_first": nll[0], "nll_last": nll[-1]}
+
+
+async def warm_start(cfg: RunConfig, run_dir: RunDir, model_dir: Path, train_tasks: list[Task],
+                     on_line: Callable[[str], None] = print) -> Path:
+    """The warm-started model directory: made once per run (`<run>/warm_start/model`), reused after."""
+    section = cfg.warm_start
+    root = run_dir.root / "warm_start"
+    done = root / "done.json"
+    if done.is_file():
+        on_line(f"warm start: reusing {root / 'model'}")
+        return root / "model"
+    if section.data == TASK_DEMONSTRATIONS:
+        transcripts = await replay_demonstrations(cfg, train_tasks, on_line)
+    else:
+        transcripts = read_transcripts(Path(section.data).expanduser())
+    if not transcripts:
+        raise ValueError("warm start: no demonstration scored 1; nothing to train on")
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / "transcripts.jsonl").open("w") as f:
+        for t in transcripts:
+            f.write(json.dumps({"source": t.source, "train_from": t.train_from, "messages": t.messages}) + "\n")
+    tok = load_tokenizer(model_dir)
+    examples = [encode(tok, t) for t in transcripts]
+    on_line(f"warm start: {len(examples)} transcripts, {sum(map(sum, (e.mask for e in examples)))} trained "
+            f"tokens, {section.epochs} epochs")
+    stats = await asyncio.to_thread(finetune, model_dir, examples, section, cfg.run.seed, root / "model", on_line)
+    done.write_text(json.dumps({"transcripts": len(examples), **stats}, indent=1) + "\n")
+    return root / "model"
