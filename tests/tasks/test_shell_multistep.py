@@ -2,7 +2,8 @@
 
 Per task (all of them, one test per kind), in one real sandbox session (legorl.env's local backend
 and verifier): doing nothing scores 0, each blind command scores 0 (every sibling variant's oracle: the memorised answer of the
-same kind, plus the task's naive `blind_commands`), and the oracle scores 1. /app is restored from
+same kind, plus the task's naive `blind_commands`), and the oracle scores 1, as does its demonstration
+(`solution/demonstration.json`, warm_start's data: look, then act, one command per exec). /app is restored from
 a pristine copy between attempts, so each one starts from the task's initial state.
 """
 
@@ -19,6 +20,7 @@ import pytest
 
 from legorl.tasks.builtin_sets import builtin_path, load_builtin
 from legorl.tasks.model import Task
+from legorl.train.warmstart import demonstration_commands
 
 from .conftest import BWRAP
 
@@ -96,6 +98,11 @@ async def _rewards(task: Task) -> dict[str, float | None]:
         res = await run_oracle(sb, task)
         assert res.ok, f"{task.id}: solve.sh exited {res.exit_code}: {res.stderr[-300:]}"
         rewards["oracle"] = await score()
+        # the demonstration (warm_start's data): its commands one per exec, as turns run them
+        assert await sh(RESTORE) == 0
+        for cmd in demonstration_commands(task) or []:
+            await sh(cmd)
+        rewards["demonstration"] = await score()
     finally:
         await sb.stop()
     return rewards
@@ -117,8 +124,8 @@ async def _kind_rewards(tasks: list[Task]) -> list[dict[str, float | None]]:
 def test_oracle_one_noop_and_blind_zero(kind):
     wrong = []
     for task, rewards in zip(BY_KIND[kind], asyncio.run(_kind_rewards(BY_KIND[kind])), strict=True):
-        assert len(rewards) >= 1 + len(BY_KIND[kind]), task.id  # no-op, oracle, every sibling's oracle
-        bad = {k: v for k, v in rewards.items() if v != (1.0 if k == "oracle" else 0.0)}
+        assert len(rewards) >= 2 + len(BY_KIND[kind]), task.id  # no-op, oracle, demonstration, siblings' oracles
+        bad = {k: v for k, v in rewards.items() if v != (1.0 if k in ("oracle", "demonstration") else 0.0)}
         if bad:
             wrong.append(f"{task.id}: {bad}")
     assert not wrong, "\n".join(wrong)

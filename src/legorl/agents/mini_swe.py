@@ -39,15 +39,20 @@ def _check_installed(python: str) -> None:
 
 
 class MiniSweAgent:
-    """Options: `config` (mini's base config, default its `mini.yaml`), `overrides` (merged last, same
-    nesting as mini's YAML), `python` (an interpreter with minisweagent and legorl importable)."""
+    """Options: `config` (mini's base config, default its `mini.yaml`: native tool calls; `mini_textbased.yaml`
+    is its text protocol, a fenced `mswea_bash_command` block per reply, which small models follow far more
+    often), `overrides` (merged last, same nesting as mini's YAML), `python` (an interpreter with minisweagent
+    and legorl importable), `model_class` (mini's LiteLLM model class; default `litellm_textbased` for a
+    config whose name says textbased, else `litellm`)."""
 
     name: ClassVar[str] = "mini-swe-agent"
 
     def __init__(
-        self, config: str = "mini.yaml", overrides: dict[str, Any] | None = None, python: str | None = None
+        self, config: str = "mini.yaml", overrides: dict[str, Any] | None = None, python: str | None = None,
+        model_class: str | None = None,
     ) -> None:
         self.config = config
+        self.model_class = model_class or ("litellm_textbased" if "textbased" in Path(config).name else "litellm")
         self.overrides = overrides or {}
         self.python = python or sys.executable
 
@@ -63,7 +68,7 @@ class MiniSweAgent:
             },
             "environment": {"environment_class": ENV_CLASS, "timeout": int(limits.command_timeout_sec), "cwd": ""},
             "model": {
-                "model_class": "litellm",
+                "model_class": self.model_class,
                 "model_name": f"openai/{endpoint.model}",
                 "cost_tracking": "ignore_errors",
                 "model_kwargs": {

@@ -109,6 +109,9 @@ async def replay_demonstrations(cfg: RunConfig, tasks: list[Task],
 
 def read_transcripts(path: Path) -> list[Transcript]:
     """A JSONL file, one `{"messages": [...]}` per line; every assistant turn is trained on."""
+    if not path.is_file():
+        raise ValueError(f"warm_start.data: {path} not found (a JSONL file of transcripts, or "
+                         f"{TASK_DEMONSTRATIONS!r})")
     out = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
