@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -237,3 +238,25 @@ def test_messages_name_keys_that_exist():
             if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
                 break
             model = ann
+
+
+def test_warm_start(tmp_path):
+    """A warm start that would fail only after the engines started is refused up front."""
+    from legorl.ops.preflight_trainer import check_warm_start
+
+    def levels(**cfg) -> list[str]:
+        return [r.level for r in check_warm_start(RunConfig(**cfg))]
+
+    on = {"enabled": True}
+    assert levels() == []  # off: no line
+    ms = {"train": "builtin:shell-multistep"}
+    text = {"name": "builtin", "kwargs": {"tools": False}}
+    ok_line = check_warm_start(RunConfig(tasks=ms, agent=text, warm_start=on))
+    assert [r.level for r in ok_line] == ["PASS"] and re.search(r"(\d+) of \1 training", ok_line[0].message)
+    assert levels(tasks=ms, agent={"name": "builtin"}, warm_start=on) == ["FATAL"]  # tool calls: not rendered
+    assert levels(tasks=ms, agent={"name": "mini-swe-agent"}, warm_start=on) == ["FATAL"]
+    assert levels(agent=text, warm_start=on) == ["FATAL"]  # shell-basics ships no demonstrations
+    missing = {"enabled": True, "data": str(tmp_path / "none.jsonl")}
+    assert levels(warm_start=missing) == ["FATAL"]
+    (tmp_path / "none.jsonl").write_text("{}\n")
+    assert levels(warm_start=missing) == ["PASS"]

@@ -58,7 +58,12 @@ def test_agent_config_trains_two_steps_multi_turn(tiny_llama_dir, tmp_path):
                            *overrides, "--no-progress"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [json.loads(x) for x in (tmp_path / "agent" / "logs" / "agent.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [1, 2]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    # step 0: the warm start on every training task's demonstration (each replayed and verified first)
+    warm = rows.pop(0)
+    assert warm["warm_start/transcripts"] == 36 and warm["warm_start/nll_last"] < warm["warm_start/nll_first"]
+    done = tmp_path / "agent" / "warm_start"
+    assert (done / "model" / "config.json").is_file() and len((done / "transcripts.jsonl").read_text().splitlines()) == 36
     for r in rows:
         for k in TURN_KEYS:
             assert f"rollout/{k}" in r, k

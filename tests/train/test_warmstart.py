@@ -84,7 +84,7 @@ def test_read_transcripts_says_which_line_is_wrong(tmp_path):
 def test_replay_demonstrations_in_real_sandboxes(tmp_path):
     """Each demonstration runs in a fresh sandbox: the transcript holds the sandbox's real outputs (the hidden
     value the next command uses) and is kept only when the verifier scores it 1."""
-    cfg = load_config(ROOT / "examples" / "agent.toml")
+    cfg = load_config(ROOT / "examples" / "agent.toml", ['agent.kwargs.examples=[["q", "```bash\\nls\\n```"]]'])
     good = _task("lookup-2")
     broken_dir = shutil.copytree(_task("cat-create-1").path, tmp_path / "cat-create-1")
     (broken_dir / "solution/demonstration.json").write_text(json.dumps({"commands": ["cat /app/name.txt"]}))
@@ -100,7 +100,9 @@ def test_replay_demonstrations_in_real_sandboxes(tmp_path):
     ticket = msgs[out[0].train_from + 2]["content"]  # the output of `cat /app/ticket.txt`
     reporter_id = commands[1].split()[1]
     assert ticket.startswith("Output:\nexit code: 0\n") and f"user {reporter_id}" in ticket
-    assert msgs[: out[0].train_from][-1]["role"] == "assistant"  # the few-shot episode: context
+    # system, the few-shot pair (context), then the task
+    assert [m["role"] for m in msgs[: out[0].train_from + 1]] == ["system", "user", "assistant", "user"]
+    assert msgs[out[0].train_from]["content"] == good.instruction.strip()
 
 
 def test_replay_needs_the_text_protocol():

@@ -19,7 +19,7 @@ from legorl.config import ConfigError, RunConfig
 from legorl.ops import hardware
 from legorl.ops.checks import CheckResult, fatal, format_results, ok, print_results, skip, warn
 from legorl.ops.preflight_model import check_model_path, check_r3, check_tool_parser, model_dir_for
-from legorl.ops.preflight_trainer import check_precision, check_trainer_layout
+from legorl.ops.preflight_trainer import check_precision, check_trainer_layout, check_warm_start
 
 __all__ = ["CheckResult", "format_results", "print_results", "run_preflight", "run_preflight_dict"]
 
@@ -316,6 +316,7 @@ def run_preflight(cfg: RunConfig | dict[str, Any], structure_only: bool = False,
         ("sandbox", lambda: check_sandbox(cfg, so)),
         ("trainer", lambda: check_trainer_layout(cfg)),
         ("precision", lambda: check_precision(cfg)),
+        ("warm-start", lambda: check_warm_start(cfg, so)),
         ("pitfall", lambda: check_pitfalls(cfg)),
     ]
     for name, fn in checks:

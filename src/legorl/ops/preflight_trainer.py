@@ -57,3 +57,33 @@ def check_trainer_layout(cfg: RunConfig) -> list[CheckResult]:
         where = "GPU" if on_gpu else "CPU"
         out.append(ok(name, f"{t.n_ranks} rank(s) on {where}, {t.dtype}"))
     return out
+
+
+def check_warm_start(cfg: RunConfig, structure_only: bool = False) -> list[CheckResult]:
+    """A warm start that would fail after the runtime started: a scaffold that cannot render the tasks'
+    demonstrations, training tasks without any, a transcripts file that is not there."""
+    from pathlib import Path
+
+    from legorl.train.warmstart import TASK_DEMONSTRATIONS, demonstration_commands, scaffold_problem
+
+    w, name = cfg.warm_start, "warm-start"
+    if not w.enabled:
+        return []
+    if w.data != TASK_DEMONSTRATIONS:
+        if not structure_only and not Path(w.data).expanduser().is_file():
+            return [fatal(name, f"warm_start.data={w.data!r} not found",
+                          f"a JSONL file of transcripts, or {TASK_DEMONSTRATIONS!r}")]
+        return [ok(name, f"SFT on {w.data}, {w.epochs} epoch(s)")]
+    problem = scaffold_problem(cfg)
+    if problem:
+        return [fatal(name, problem)]
+    if structure_only:
+        return [ok(name, f"SFT on the training tasks' demonstrations, {w.epochs} epoch(s)")]
+    from legorl.tasks.split import load_task_split
+
+    train, _ = load_task_split(cfg.tasks)
+    have = sum(demonstration_commands(t) is not None for t in train)
+    if not have:
+        return [fatal(name, f"none of the {len(train)} training tasks has solution/demonstration.json",
+                      "add demonstrations, give a JSONL file of transcripts, or warm_start.enabled=false")]
+    return [ok(name, f"SFT on {have} of {len(train)} training tasks' demonstrations, {w.epochs} epoch(s)")]

@@ -47,7 +47,7 @@ from legorl.train.steps import (
     validation_due,
 )
 from legorl.train.types import Trainer
-from legorl.train.warmstart import warm_start
+from legorl.train.warmstart import warm_start, warm_start_metrics
 from legorl.workers.filter import TrajectoryFilter
 
 
@@ -91,8 +91,12 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
             history.append({"step": step, **metrics})
 
         try:
-            if cfg.trainer.val_before_train and start.step == 1:
-                log(0, await validate(runtime.runner, cfg, val_tasks, 0, bar))
+            if start.step == 1:  # step 0: the warm start and the validation before training, when on
+                first = warm_start_metrics(run_dir) if cfg.warm_start.enabled else {}
+                if cfg.trainer.val_before_train:
+                    first.update(await validate(runtime.runner, cfg, val_tasks, 0, bar))
+                if first:
+                    log(0, first)
             steps = _async_steps if cfg.async_training.enabled else _sync_steps
             await steps(cfg, run_dir, runtime, trainer, sync, sampler, val_tasks, start, log, bar)
         finally:

@@ -62,6 +62,17 @@ def demonstration_commands(task: Task) -> list[str] | None:
     return commands
 
 
+def scaffold_problem(cfg: RunConfig) -> str | None:
+    """Why the run's scaffold cannot render task demonstrations (None: it can)."""
+    if cfg.agent.name != "builtin":
+        return (f"warm_start.data = {TASK_DEMONSTRATIONS!r} renders with the builtin scaffold; agent.name is "
+                f"{cfg.agent.name!r}: give a JSONL file of transcripts instead")
+    if cfg.agent.kwargs.get("tools", True) not in (False, []):
+        return (f"warm_start.data = {TASK_DEMONSTRATIONS!r} renders the text protocol: set agent.kwargs.tools = "
+                "false, or give a JSONL file of transcripts")
+    return None
+
+
 async def replay_demonstrations(cfg: RunConfig, tasks: list[Task],
                                 on_line: Callable[[str], None] = print) -> list[Transcript]:
     """Each task's demonstration through the run's builtin scaffold in a fresh sandbox; the transcripts of
@@ -72,14 +83,11 @@ async def replay_demonstrations(cfg: RunConfig, tasks: list[Task],
     from legorl.env.phases import enter_phase
     from legorl.workers.config import worker_config
 
-    if cfg.agent.name != "builtin":
-        raise ValueError(f"warm_start.data = {TASK_DEMONSTRATIONS!r} renders with the builtin scaffold; "
-                         f"agent.name is {cfg.agent.name!r}: give a JSONL file of transcripts instead")
+    problem = scaffold_problem(cfg)
+    if problem:
+        raise ValueError(problem)
     scaffold = load_scaffold("builtin", **cfg.agent.kwargs)
     assert isinstance(scaffold, BuiltinScaffold)
-    if scaffold.tools:
-        raise ValueError("warm_start.data = 'task-demonstrations' renders the text protocol: set "
-                         "agent.kwargs.tools = false, or give a JSONL file of transcripts")
     limits = worker_config(cfg).limits
     prefix = len(scaffold.first_messages("x")) - 1  # system + few-shot: context, never trained on
     todo = [(t, c) for t in tasks if (c := demonstration_commands(t)) is not None]
@@ -200,6 +208,7 @@ async def warm_start(cfg: RunConfig, run_dir: RunDir, model_dir: Path, train_tas
                      on_line: Callable[[str], None] = print) -> Path:
     """The warm-started model directory: made once per run (`<run>/warm_start/model`), reused after."""
     section = cfg.warm_start
+    t0 = time.perf_counter()
     root = run_dir.root / "warm_start"
     done = root / "done.json"
     if done.is_file():
@@ -220,5 +229,14 @@ async def warm_start(cfg: RunConfig, run_dir: RunDir, model_dir: Path, train_tas
     on_line(f"warm start: {len(examples)} transcripts, {sum(map(sum, (e.mask for e in examples)))} trained "
             f"tokens, {section.epochs} epochs")
     stats = await asyncio.to_thread(finetune, model_dir, examples, section, cfg.run.seed, root / "model", on_line)
+    stats["time_s"] = time.perf_counter() - t0
     done.write_text(json.dumps({"transcripts": len(examples), **stats}, indent=1) + "\n")
     return root / "model"
+
+
+def warm_start_metrics(run_dir: RunDir) -> dict[str, float]:
+    """The warm start's figures for the step-0 log line (`warm_start/*`); empty when there was none."""
+    done = run_dir.root / "warm_start" / "done.json"
+    if not done.is_file():
+        return {}
+    return {f"warm_start/{k}": float(v) for k, v in json.loads(done.read_text()).items()}
