@@ -67,7 +67,9 @@ def scaffold_problem(cfg: RunConfig) -> str | None:
     if cfg.agent.name != "builtin":
         return (f"warm_start.data = {TASK_DEMONSTRATIONS!r} renders with the builtin scaffold; agent.name is "
                 f"{cfg.agent.name!r}: give a JSONL file of transcripts instead")
-    if cfg.agent.kwargs.get("tools", True) not in (False, []):
+    from legorl.agents.builtin_tools import tool_schemas
+
+    if tool_schemas(cfg.agent.kwargs.get("tools", True)):  # the scaffold's own rule: no schemas = text
         return (f"warm_start.data = {TASK_DEMONSTRATIONS!r} renders the text protocol: set agent.kwargs.tools = "
                 "false, or give a JSONL file of transcripts")
     return None
