@@ -21,10 +21,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from multistep_kinds import KINDS, Spec
+from multistep_kinds import CAPACITY, KINDS, Spec
 
 ROOT = Path(__file__).resolve().parents[1] / "src/legorl/tasks/builtin/shell-multistep"
-SEED, VARIANTS = 22, 4
+SEED, VARIANTS = 22, 10  # 94 tasks: kinds with smaller pools make fewer (CAPACITY)
 PACKAGED = (".toml", ".md", ".sh", ".py", ".json", ".txt")  # pyproject package-data; others get .txt
 PY_GUARD = ("RUN command -v python3 >/dev/null || (apt-get update \\\n"
             "    && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*)")
@@ -115,7 +115,8 @@ def generate(root: Path, seed: int = SEED, variants: int = VARIANTS) -> list[Spe
     """Write every kind's variants under `root` (emptied first)."""
     if root.exists():
         shutil.rmtree(root)
-    specs = [s for kind, make in KINDS.items() for s in make(random.Random(f"{seed}:{kind}"), variants)]
+    specs = [s for kind, make in KINDS.items()
+             for s in make(random.Random(f"{seed}:{kind}"), min(variants, CAPACITY[kind]))]
     for spec in specs:
         write_task(spec, root)
     return specs
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT, help="where to write the set")
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--variants", type=int, default=VARIANTS, help="tasks per kind")
+    parser.add_argument("--variants", type=int, default=VARIANTS, help="tasks per kind, at most (a kind with a smaller pool makes fewer)")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if --out differs")
     args = parser.parse_args(argv)
     if args.check:

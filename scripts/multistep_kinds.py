@@ -363,3 +363,9 @@ KINDS: dict[str, Callable[[random.Random, int], list[Spec]]] = {
     "config-error": config_error,
     "py-import": py_import,
 }
+# The most variants each kind can make with distinct answers (its pools: six target files, four broken build
+# steps, eight possible counts, ...). The generator asks for min(--variants, this).
+CAPACITY: dict[str, int] = {
+    "cat-create": 10, "cat-number": 10, "note-create": 10, "note-write": 6, "config-read": 10, "lookup": 10,
+    "count-question": 8, "config-fix": 6, "script-error": 4, "newest-file": 10, "config-error": 5, "py-import": 5,
+}

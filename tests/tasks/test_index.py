@@ -76,6 +76,28 @@ def test_split_deterministic_and_order_free():
         split_tasks(tasks, 1.0)
 
 
+def test_stratified_split_holds_out_every_kind():
+    """tasks.stratify_by: each metadata value split on its own; a random quarter of this set misses kinds."""
+    from collections import Counter
+
+    from legorl.config.sections import TasksSection
+    from legorl.tasks.split import load_task_split
+
+    plain = load_task_split(TasksSection(train="builtin:shell-multistep", val_fraction=0.25))
+    train, val = load_task_split(TasksSection(train="builtin:shell-multistep", val_fraction=0.25,
+                                              stratify_by="kind"))
+    kinds = Counter(t.metadata["kind"] for t in train + val)
+    assert set(Counter(t.metadata["kind"] for t in plain[1])) < set(kinds)  # why it exists
+    held = Counter(t.metadata["kind"] for t in val)
+    assert held == {k: len(split_tasks([Fake(str(i)) for i in range(n)], 0.25)[1]) for k, n in kinds.items()}
+    assert not {t.id for t in train} & {t.id for t in val} and len(train) + len(val) == sum(kinds.values())
+    again = load_task_split(TasksSection(train="builtin:shell-multistep", val_fraction=0.25, stratify_by="kind"))
+    assert again == (train, val)
+    other = load_task_split(TasksSection(train="builtin:shell-multistep", val_fraction=0.25, stratify_by="kind",
+                                         split_seed=1))
+    assert {t.id for t in other[1]} != {t.id for t in val}
+
+
 def test_parse_split():
     assert parse_split("val=0.25") == 0.25 and parse_split("0.1") == 0.1
     with pytest.raises(ValueError):

@@ -41,7 +41,7 @@ def test_agent_config_preflight_and_split():
     cfg = load_config(path)
     assert scaffold_tool_mode(cfg.agent.name, cfg.agent.kwargs) == "text" and 3 <= cfg.rollout.max_turns <= 5
     train, val = load_task_split(cfg.tasks)
-    assert (len(train), len(val)) == (36, 12) and not {t.id for t in train} & {t.id for t in val}
+    assert (len(train), len(val)) == (73, 21) and not {t.id for t in train} & {t.id for t in val}
     assert scaffold_tool_mode("builtin", {"tools": []}) == "text"
     assert scaffold_tool_mode("builtin", {"tools": ["bash", "submit"]}) == "tools"
 
@@ -61,9 +61,9 @@ def test_agent_config_trains_two_steps_multi_turn(tiny_llama_dir, tmp_path):
     assert [r["step"] for r in rows] == [0, 1, 2]
     # step 0: the warm start on every training task's demonstration (each replayed and verified first)
     warm = rows.pop(0)
-    assert warm["warm_start/transcripts"] == 36 and warm["warm_start/nll_last"] < warm["warm_start/nll_first"]
+    assert warm["warm_start/transcripts"] == 73 and warm["warm_start/nll_last"] < warm["warm_start/nll_first"]
     done = tmp_path / "agent" / "warm_start"
-    assert (done / "model" / "config.json").is_file() and len((done / "transcripts.jsonl").read_text().splitlines()) == 36
+    assert (done / "model" / "config.json").is_file() and len((done / "transcripts.jsonl").read_text().splitlines()) == 73
     for r in rows:
         for k in TURN_KEYS:
             assert f"rollout/{k}" in r, k
@@ -75,7 +75,7 @@ def test_agent_config_trains_two_steps_multi_turn(tiny_llama_dir, tmp_path):
     # every multi-turn record: the policy tokens are the engine's and nothing the scaffold sent is one
     tok = load_tokenizer(tiny_llama_dir)
     trajs = sorted((tmp_path / "agent").rglob("proxy_trajectory.json"))
-    assert len(trajs) == 2 * 2 * 2 + 12  # 2 steps x 2 tasks x 2 attempts, then 12 held-out tasks x 1
+    assert len(trajs) == 2 * 2 * 2 + 21  # 2 steps x 2 tasks x 2 attempts, then 21 held-out tasks x 1
     multi = 0
     for path in trajs:
         rec = json.loads(path.read_text())

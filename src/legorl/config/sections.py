@@ -56,6 +56,9 @@ class TasksSection(Section):
     """Share of `train` held out for validation when `val` is unset."""
     split_seed: int = 0
     """Seed of the train/val split."""
+    stratify_by: str | None = None
+    """A `task.toml` [metadata] key (e.g. `kind`): hold out `val_fraction` of each value's tasks, so every
+    kind is in both sides. None: one split over all tasks."""
 
 
 class RolloutSection(Section):

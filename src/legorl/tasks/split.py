@@ -19,4 +19,16 @@ def load_task_split(section: TasksSection) -> tuple[list[Task], list[Task]]:
             raise ValueError(f"tasks.include {section.include} matches no task in {section.train}")
     if section.val is not None:
         return tasks, load_tasks(section.val)
-    return split_tasks(tasks, section.val_fraction, seed=section.split_seed)
+    if section.stratify_by is None:
+        return split_tasks(tasks, section.val_fraction, seed=section.split_seed)
+    return stratified_split(tasks, section.val_fraction, section.stratify_by, seed=section.split_seed)
+
+
+def stratified_split(tasks: list[Task], val_fraction: float, key: str, seed: int = 0) -> tuple[list[Task], list[Task]]:
+    """`split_tasks` within each value of metadata `key` (tasks without it form one group): a random split of
+    a small set can leave a kind out of validation altogether. Order within each side follows the input."""
+    groups: dict[str, list[Task]] = {}
+    for t in tasks:
+        groups.setdefault(str(t.metadata.get(key)), []).append(t)
+    val_ids = {t.id for group in groups.values() for t in split_tasks(group, val_fraction, seed=seed)[1]}
+    return [t for t in tasks if t.id not in val_ids], [t for t in tasks if t.id in val_ids]

@@ -2,4 +2,4 @@
 # Oracle for shell-multistep/cat-create-2: what a solver types after reading the sandbox (answer inlined).
 set -euo pipefail
 cd /app
-touch /app/indigo6.txt
+touch /app/indigo5.txt

@@ -5,6 +5,6 @@ echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
-  [ -f indigo6.txt ] || fail 'indigo6.txt exists'
+  [ -f indigo5.txt ] || fail 'indigo5.txt exists'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

@@ -5,6 +5,6 @@ echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
-  [ -f orchid9.txt ] || fail 'orchid9.txt exists'
+  [ -f orchid6.txt ] || fail 'orchid6.txt exists'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

@@ -5,6 +5,6 @@ echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
-  [ -f garnet9.txt ] || fail 'garnet9.txt exists'
+  [ -f garnet4.txt ] || fail 'garnet4.txt exists'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

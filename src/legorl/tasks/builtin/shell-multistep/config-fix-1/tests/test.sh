@@ -6,7 +6,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
   [ -f app.conf ] || fail 'app.conf exists'
-  expected=$(printf '%s\n' 'name=juniper-svc' 'port=5067' 'threads=16' 'cache_mb=512' 'log_level=debug' 'region=ap-south')
+  expected=$(printf '%s\n' 'name=hazel-svc' 'port=7835' 'threads=12' 'cache_mb=64' 'log_level=error' 'region=us-east')
   [ "$(sed 's/[[:space:]]*$//' app.conf)" = "$expected" ] || fail 'app.conf holds exactly the required values'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

@@ -6,7 +6,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
   [ -f app.conf ] || fail 'app.conf exists'
-  expected=$(printf '%s\n' 'name=zephyr-svc' 'port=4019' 'threads=4' 'cache_mb=64' 'log_level=info' 'region=eu-north')
+  expected=$(printf '%s\n' 'name=delta-svc' 'port=4520' 'threads=2' 'cache_mb=1024' 'log_level=info' 'region=eu-north')
   [ "$(sed 's/[[:space:]]*$//' app.conf)" = "$expected" ] || fail 'app.conf holds exactly the required values'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

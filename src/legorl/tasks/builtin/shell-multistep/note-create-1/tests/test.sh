@@ -5,6 +5,6 @@ echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
-  [ -f raven-89.txt ] || fail 'raven-89.txt exists'
+  [ -f raven-67.txt ] || fail 'raven-67.txt exists'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

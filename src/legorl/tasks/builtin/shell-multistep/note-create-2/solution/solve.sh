@@ -2,4 +2,4 @@
 # Oracle for shell-multistep/note-create-2: what a solver types after reading the sandbox (answer inlined).
 set -euo pipefail
 cd /app
-touch /app/yarrow-66.txt
+touch /app/iris-77.txt

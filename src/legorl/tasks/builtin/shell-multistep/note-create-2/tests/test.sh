@@ -5,6 +5,6 @@ echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
-  [ -f yarrow-66.txt ] || fail 'yarrow-66.txt exists'
+  [ -f iris-77.txt ] || fail 'iris-77.txt exists'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

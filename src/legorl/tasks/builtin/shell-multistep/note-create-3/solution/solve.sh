@@ -2,4 +2,4 @@
 # Oracle for shell-multistep/note-create-3: what a solver types after reading the sandbox (answer inlined).
 set -euo pipefail
 cd /app
-touch /app/nectar-12.txt
+touch /app/yarrow-81.txt

@@ -5,6 +5,6 @@ echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
-  [ -f nectar-12.txt ] || fail 'nectar-12.txt exists'
+  [ -f yarrow-81.txt ] || fail 'yarrow-81.txt exists'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

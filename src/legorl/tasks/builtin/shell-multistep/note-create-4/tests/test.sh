@@ -5,6 +5,6 @@ echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
-  [ -f umber-23.txt ] || fail 'umber-23.txt exists'
+  [ -f nectar-20.txt ] || fail 'nectar-20.txt exists'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

@@ -5,6 +5,6 @@ echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
-  [ -f key.txt ] && [ "$(tr -d " \n\t" < key.txt)" = "GBPN6V" ] || fail 'key.txt holds GBPN6V'
+  [ -f key.txt ] && [ "$(tr -d " \n\t" < key.txt)" = "PN6VKZ" ] || fail 'key.txt holds PN6VKZ'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

@@ -2,4 +2,4 @@
 # Oracle for shell-multistep/note-write-2: what a solver types after reading the sandbox (answer inlined).
 set -euo pipefail
 cd /app
-echo KZ7P73 > /app/token.txt
+echo 7P73G6 > /app/token.txt

@@ -5,6 +5,6 @@ echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
-  [ -f token.txt ] && [ "$(tr -d " \n\t" < token.txt)" = "KZ7P73" ] || fail 'token.txt holds KZ7P73'
+  [ -f token.txt ] && [ "$(tr -d " \n\t" < token.txt)" = "7P73G6" ] || fail 'token.txt holds 7P73G6'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

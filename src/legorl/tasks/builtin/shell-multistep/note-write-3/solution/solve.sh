@@ -2,4 +2,4 @@
 # Oracle for shell-multistep/note-write-3: what a solver types after reading the sandbox (answer inlined).
 set -euo pipefail
 cd /app
-echo G6SEV2 > /app/access.txt
+echo SEV2R6 > /app/access.txt

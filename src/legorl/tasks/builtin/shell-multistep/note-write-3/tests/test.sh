@@ -5,6 +5,6 @@ echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
-  [ -f access.txt ] && [ "$(tr -d " \n\t" < access.txt)" = "G6SEV2" ] || fail 'access.txt holds G6SEV2'
+  [ -f access.txt ] && [ "$(tr -d " \n\t" < access.txt)" = "SEV2R6" ] || fail 'access.txt holds SEV2R6'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

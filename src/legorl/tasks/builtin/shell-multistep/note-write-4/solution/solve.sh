@@ -2,4 +2,4 @@
 # Oracle for shell-multistep/note-write-4: what a solver types after reading the sandbox (answer inlined).
 set -euo pipefail
 cd /app
-echo R6NEE3 > /app/secret.txt
+echo NEE3Z7 > /app/secret.txt

@@ -5,6 +5,6 @@ echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
-  [ -f secret.txt ] && [ "$(tr -d " \n\t" < secret.txt)" = "R6NEE3" ] || fail 'secret.txt holds R6NEE3'
+  [ -f secret.txt ] && [ "$(tr -d " \n\t" < secret.txt)" = "NEE3Z7" ] || fail 'secret.txt holds NEE3Z7'
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

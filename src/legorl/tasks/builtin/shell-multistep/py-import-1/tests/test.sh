@@ -6,6 +6,6 @@ fail() { echo "FAIL: $*"; exit 1; }
 (
   cd /app || fail "no /app"
   out=$(python3 main.py 2>/dev/null)
-  [ "$out" = "total: 463" ] || fail "main.py prints total: 463"
+  [ "$out" = "total: 285" ] || fail "main.py prints total: 285"
   echo "all checks passed"
 ) && echo 1 > /logs/verifier/reward.txt

@@ -1,0 +1,5 @@
+#!/bin/bash
+# Oracle for shell-multistep/cat-create-10: what a solver types after reading the sandbox (answer inlined).
+set -euo pipefail
+cd /app
+touch /app/falcon2.txt

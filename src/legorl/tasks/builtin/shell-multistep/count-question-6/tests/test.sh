@@ -1,0 +1,10 @@
+#!/bin/bash
+# Verifier for shell-multistep/count-question-6: reward 1 only if every check passes.
+mkdir -p /logs/verifier
+echo 0 > /logs/verifier/reward.txt
+fail() { echo "FAIL: $*"; exit 1; }
+(
+  cd /app || fail "no /app"
+  [ -f answer.txt ] && [ "$(tr -d " \n\t" < answer.txt)" = "7" ] || fail 'answer.txt holds 7'
+  echo "all checks passed"
+) && echo 1 > /logs/verifier/reward.txt

@@ -1,0 +1,5 @@
+"""Small helpers."""
+
+
+def sum_valeus(items):
+    return sum(int(x) for x in items)
