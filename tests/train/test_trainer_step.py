@@ -74,6 +74,35 @@ async def test_step_refuses_a_batch_with_corrupted_logprobs(tiny_llama_dir):
         await engine.close()
 
 
+async def test_filter_groups_trains_on_mixed_groups_only(tiny_llama_dir):
+    """algorithm.filter_groups: a group whose rewards are all equal leaves the update, which is then the same
+    as an update on the mixed group alone; a batch of uniform groups makes no optimizer step."""
+    from legorl.config import ConfigError
+
+    engine = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096)
+    try:
+        rollouts = await multi_turn_rollouts(engine, load_tokenizer(tiny_llama_dir), 4)
+    finally:
+        await engine.close()
+    rollouts[2].reward = 1.0  # group g1: (1, 1), uniform; g0: (0, 1)
+    filtered = build(load_config(None, ["trainer.lr=1e-3", "algorithm.filter_groups=true"]), tiny_llama_dir)
+    plain = build(load_config(None, ["trainer.lr=1e-3"]), tiny_llama_dir)
+    m = learn(filtered, rollouts)
+    learn(plain, rollouts[:2])
+    assert m["filter_groups/kept_rows"] == 2 and m["filter_groups/dropped_rows"] == 2
+    assert m["grpo/num_groups"] == 2 and m["grpo/zero_std_groups"] == 1 and m["actor/grad_norm"] > 0
+    want = plain.actor.model.state_dict()
+    assert all(torch.allclose(v, want[k], atol=1e-7) for k, v in filtered.actor.model.state_dict().items())
+
+    idle = build(load_config(None, ["trainer.lr=1e-3", "algorithm.filter_groups=true"]), tiny_llama_dir)
+    before = {k: v.clone() for k, v in idle.actor.model.state_dict().items()}
+    m = learn(idle, rollouts[2:])
+    assert m["filter_groups/kept_rows"] == 0 and m["actor/skipped"] == 1 and not idle.actor.optimizer.state
+    assert all(torch.equal(v, before[k]) for k, v in idle.actor.model.state_dict().items())
+    with pytest.raises(ConfigError, match="filter_groups=true needs a group estimator"):
+        load_config(None, ["algorithm.adv_estimator=gae", "algorithm.n_resp_per_prompt=1", "algorithm.filter_groups=true"])
+
+
 async def test_ppo_with_gae_critic_step(tiny_llama_dir):
     cfg = load_config(None, ["algorithm.adv_estimator=gae", "algorithm.n_resp_per_prompt=1", "trainer.lr=1e-3"])
     engine = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096)

@@ -290,6 +290,11 @@ class AlgorithmSection(Section):
     """`grpo`, `rloo`, `gae` (needs a critic), or `module:function` for your own estimator."""
     n_resp_per_prompt: int = Field(4, ge=1)
     """Trials per task in a step: a GRPO/RLOO group."""
+    filter_groups: bool = False
+    """Leave groups whose rewards are all equal (zero advantage) out of the update, as DAPO's dynamic sampling
+    does but without resampling: they carry no signal, yet dilute the token-mean loss of the groups that do and
+    cost a forward/backward. A step with no mixed group makes no optimizer step. The logprob gate then covers
+    the rows trained on. GRPO/RLOO (any group estimator); a `kl_coef` / `entropy_coef` term leaves with them."""
     norm_adv_by_std: bool = True
     """GRPO: divide advantages by the group's reward std."""
     gamma: float = Field(1.0, ge=0.0, le=1.0)
@@ -444,6 +449,8 @@ class RunConfig(Section):
                 f"algorithm.n_resp_per_prompt={algo.n_resp_per_prompt} with adv_estimator={algo.adv_estimator!r}: "
                 "group baselines need at least 2 responses per prompt"
             )
+        if algo.filter_groups and algo.adv_estimator == "gae":
+            problems.append("algorithm.filter_groups=true needs a group estimator (grpo, rloo): gae has no groups")
         if ":" not in algo.adv_estimator and algo.adv_estimator not in ("grpo", "rloo", "gae"):
             problems.append(f"algorithm.adv_estimator={algo.adv_estimator!r}: use grpo, rloo, gae or 'module:function'")
         if ":" not in algo.policy_loss_mode and algo.policy_loss_mode not in ("ppo", "gspo"):

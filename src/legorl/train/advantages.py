@@ -26,6 +26,12 @@ def _groups(group_ids: list[str]) -> dict[str, list[int]]:
     return out
 
 
+def mixed_group_rows(rewards: torch.Tensor, group_ids: list[str]) -> list[int]:
+    """Rows of the groups whose rewards differ (the only ones with a non-zero group-relative advantage)."""
+    return sorted(i for idx in _groups(group_ids).values()
+                  if len(idx) > 1 and not torch.all(rewards[idx] == rewards[idx[0]]) for i in idx)
+
+
 def grpo_advantages(
     rewards: torch.Tensor, group_ids: list[str], norm_by_std: bool = True, eps: float = 1e-6
 ) -> tuple[torch.Tensor, GroupStats]:

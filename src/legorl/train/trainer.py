@@ -20,7 +20,7 @@ from safetensors.torch import save_file
 
 from legorl.config import AlgorithmSection, TrainerSection
 from legorl.train.actor import Actor, world
-from legorl.train.advantages import gae_advantages, whiten
+from legorl.train.advantages import gae_advantages, mixed_group_rows, whiten
 from legorl.train.batch import TrainBatch
 from legorl.train.checkpoint import ShardWriter, read_weights, untie
 from legorl.train.corrections import off_policy_correction
@@ -104,8 +104,22 @@ class StepTrainer:
 
     def update(self, batch: TrainBatch) -> dict[str, float]:
         """One update on `batch` (trials with policy tokens); returns the step's trainer metrics."""
+        if not self.algorithm.filter_groups:
+            return self._update(batch.to(self.actor.device))
+        keep = mixed_group_rows(batch.rewards, batch.group_ids)
+        groups = set(batch.group_ids)
+        # the whole batch's figures (they override the kept rows' own group counts)
+        metrics = {"grpo/num_groups": float(len(groups)),
+                   "grpo/zero_std_groups": float(len(groups) - len({batch.group_ids[i] for i in keep})),
+                   "filter_groups/kept_rows": float(len(keep)), "filter_groups/dropped_rows": float(batch.size - len(keep))}
+        if not keep:  # no mixed group: no signal, no optimizer step
+            return {**metrics, "timing/update_s": 0.0, "actor/skipped": 1.0}
+        kept = batch if len(keep) == batch.size else batch.select(keep)
+        return {**self._update(kept.to(self.actor.device)), **metrics}
+
+    def _update(self, batch: TrainBatch) -> dict[str, float]:
+        """The update proper, on the rows it trains on."""
         metrics: dict[str, float] = {}
-        batch = batch.to(self.actor.device)
         mask = batch.mask
         if self.fused_old_logprobs:
             adv = self._advantages(batch, metrics)
