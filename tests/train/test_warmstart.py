@@ -126,3 +126,25 @@ def test_finetune_learns_the_demonstrations(tiny_llama_dir, tokenizer, tmp_path)
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "m")  # a plain HF model dir: engines load it
     assert model.config.vocab_size == AutoModelForCausalLM.from_pretrained(tiny_llama_dir).config.vocab_size
     assert encode_text(tokenizer, "x") == encode_text(type(tokenizer).from_pretrained(tmp_path / "m"), "x")
+
+
+def test_task_fraction_splits_demonstrations_from_rl_tasks():
+    """warm_start.task_fraction < 1: the warm start's tasks and the RL steps' tasks are disjoint, cover the
+    training split, take the fraction of every kind (stratify_by), and are the same on every call (resume)."""
+    from collections import Counter
+
+    from legorl.tasks.split import load_task_split
+    from legorl.train.warmstart import split_for_warm_start
+
+    cfg = load_config(ROOT / "examples" / "agent.toml", ["warm_start.task_fraction=0.5"])
+    train, _ = load_task_split(cfg.tasks)
+    demo, rl = split_for_warm_start(cfg, train)
+    assert not {t.id for t in demo} & {t.id for t in rl}
+    assert sorted(t.id for t in demo + rl) == sorted(t.id for t in train)
+    kinds, demo_kinds = Counter(t.metadata["kind"] for t in train), Counter(t.metadata["kind"] for t in demo)
+    assert all(abs(demo_kinds[k] - n / 2) <= 0.5 for k, n in kinds.items())
+    assert [t.id for t in split_for_warm_start(cfg, train)[0]] == [t.id for t in demo]
+    whole = load_config(ROOT / "examples" / "agent.toml", ["warm_start.task_fraction=1"])
+    assert split_for_warm_start(whole, train) == (train, train)
+    with pytest.raises(ValueError, match="needs warm_start.data = 'task-demonstrations'"):
+        load_config(None, ["warm_start.task_fraction=0.5", "warm_start.data=demos.jsonl"])

@@ -409,6 +409,10 @@ class WarmStartSection(Section):
     """`task-demonstrations`: each training task's `solution/demonstration.json` (`{"commands": [...]}`, one per
     turn) replayed in a fresh sandbox through the builtin scaffold (text protocol), kept when the verifier
     gives 1; held-out tasks are never used. Or a JSONL file of `{"messages": [...]}` chat transcripts."""
+    task_fraction: float = Field(1.0, gt=0.0, le=1.0)
+    """`task-demonstrations`: the share of the training tasks whose demonstrations are replayed (per
+    `tasks.stratify_by` value when set). Below 1 the RL steps sample only the other tasks: a task the warm
+    start trained on is solved in every trial of its group (zero advantage), so RL learns from unseen ones."""
     epochs: int = Field(2, ge=1)
     """Passes over the demonstrations."""
     lr: float = Field(2e-5, gt=0.0)
@@ -451,6 +455,9 @@ class RunConfig(Section):
             )
         if algo.filter_groups and algo.adv_estimator == "gae":
             problems.append("algorithm.filter_groups=true needs a group estimator (grpo, rloo): gae has no groups")
+        if self.warm_start.task_fraction < 1 and self.warm_start.data != "task-demonstrations":
+            problems.append("warm_start.task_fraction < 1 splits the training tasks' demonstrations: it needs "
+                            "warm_start.data = 'task-demonstrations'")
         if ":" not in algo.adv_estimator and algo.adv_estimator not in ("grpo", "rloo", "gae"):
             problems.append(f"algorithm.adv_estimator={algo.adv_estimator!r}: use grpo, rloo, gae or 'module:function'")
         if ":" not in algo.policy_loss_mode and algo.policy_loss_mode not in ("ppo", "gspo"):

@@ -64,7 +64,12 @@ def check_warm_start(cfg: RunConfig, structure_only: bool = False) -> list[Check
     demonstrations, training tasks without any, a transcripts file that is not there."""
     from pathlib import Path
 
-    from legorl.train.warmstart import TASK_DEMONSTRATIONS, demonstration_commands, scaffold_problem
+    from legorl.train.warmstart import (
+        TASK_DEMONSTRATIONS,
+        demonstration_commands,
+        scaffold_problem,
+        split_for_warm_start,
+    )
 
     w, name = cfg.warm_start, "warm-start"
     if not w.enabled:
@@ -82,8 +87,13 @@ def check_warm_start(cfg: RunConfig, structure_only: bool = False) -> list[Check
     from legorl.tasks.split import load_task_split
 
     train, _ = load_task_split(cfg.tasks)
-    have = sum(demonstration_commands(t) is not None for t in train)
+    try:
+        demo, rl = split_for_warm_start(cfg, train)
+    except ValueError as exc:
+        return [fatal(name, str(exc))]
+    have = sum(demonstration_commands(t) is not None for t in demo)
     if not have:
-        return [fatal(name, f"none of the {len(train)} training tasks has solution/demonstration.json",
+        return [fatal(name, f"none of the {len(demo)} warm-start tasks has solution/demonstration.json",
                       "add demonstrations, give a JSONL file of transcripts, or warm_start.enabled=false")]
-    return [ok(name, f"SFT on {have} of {len(train)} training tasks' demonstrations, {w.epochs} epoch(s)")]
+    rest = f"; RL on the other {len(rl)}" if rl is not train else ""
+    return [ok(name, f"SFT on {have} of {len(train)} training tasks' demonstrations{rest}, {w.epochs} epoch(s)")]

@@ -47,7 +47,7 @@ from legorl.train.steps import (
     validation_due,
 )
 from legorl.train.types import Trainer
-from legorl.train.warmstart import warm_start, warm_start_metrics
+from legorl.train.warmstart import split_for_warm_start, warm_start, warm_start_metrics
 from legorl.workers.filter import TrajectoryFilter
 
 
@@ -72,7 +72,12 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
     on_line(f"tasks: {len(train_tasks)} train, {len(val_tasks)} val; run dir {run_dir.root}")
     model_dir = resolve_model(cfg.model.path)
     if cfg.warm_start.enabled:  # the run starts from the supervised warm start instead of model.path
-        model_dir = await warm_start(cfg, run_dir, model_dir, train_tasks, on_line)
+        demo_tasks, rl_tasks = split_for_warm_start(cfg, train_tasks)
+        if rl_tasks is not train_tasks:
+            on_line(f"warm start: demonstrations of {len(demo_tasks)} training tasks; RL samples the other "
+                    f"{len(rl_tasks)}")
+        model_dir = await warm_start(cfg, run_dir, model_dir, demo_tasks, on_line)
+        train_tasks = rl_tasks
         cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"path": str(model_dir)})})
     runtime = await start_runtime(cfg, run_dir)
     trainer: Trainer | None = None

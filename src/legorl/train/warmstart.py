@@ -62,6 +62,25 @@ def demonstration_commands(task: Task) -> list[str] | None:
     return commands
 
 
+def split_for_warm_start(cfg: RunConfig, train_tasks: list[Task]) -> tuple[list[Task], list[Task]]:
+    """(tasks whose demonstrations the warm start replays, tasks the RL steps sample). With
+    `warm_start.task_fraction` < 1 the two are disjoint (per `tasks.stratify_by` value when set, by the
+    split's stable hash, so a resumed run gets the same halves); otherwise both are every training task."""
+    from legorl.tasks.index import split_tasks
+    from legorl.tasks.split import stratified_split
+
+    fraction = cfg.warm_start.task_fraction
+    if fraction >= 1 or cfg.warm_start.data != TASK_DEMONSTRATIONS:
+        return train_tasks, train_tasks
+    key, seed = cfg.tasks.stratify_by, cfg.tasks.split_seed
+    rl, demo = (split_tasks(train_tasks, fraction, seed=seed) if key is None
+                else stratified_split(train_tasks, fraction, key, seed=seed))
+    if not rl:
+        raise ValueError(f"warm_start.task_fraction={fraction} leaves none of the {len(train_tasks)} training "
+                         "tasks to the RL steps: lower it")
+    return demo, rl
+
+
 def scaffold_problem(cfg: RunConfig) -> str | None:
     """Why the run's scaffold cannot render task demonstrations (None: it can)."""
     if cfg.agent.name != "builtin":
