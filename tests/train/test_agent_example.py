@@ -59,11 +59,15 @@ def test_agent_config_trains_two_steps_multi_turn(tiny_llama_dir, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [json.loads(x) for x in (tmp_path / "agent" / "logs" / "agent.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]
-    # step 0: the warm start on every training task's demonstration (each replayed and verified first)
+    # step 0: the warm start on half the training tasks' demonstrations (each replayed and verified first)
     warm = rows.pop(0)
-    assert warm["warm_start/transcripts"] == 73 and warm["warm_start/nll_last"] < warm["warm_start/nll_first"]
+    assert warm["warm_start/transcripts"] == 37 and warm["warm_start/nll_last"] < warm["warm_start/nll_first"]
     done = tmp_path / "agent" / "warm_start"
-    assert (done / "model" / "config.json").is_file() and len((done / "transcripts.jsonl").read_text().splitlines()) == 73
+    demos = [json.loads(x)["source"] for x in (done / "transcripts.jsonl").read_text().splitlines()]
+    assert (done / "model" / "config.json").is_file() and len(set(demos)) == 37
+    # the RL steps sample only the other training tasks (warm_start.task_fraction)
+    stepped = {json.loads(p.read_text())["task_id"] for p in (tmp_path / "agent").rglob("step_[12]/step_*/result.json")}
+    assert len(stepped) == 4 and not stepped & set(demos)
     for r in rows:
         for k in TURN_KEYS:
             assert f"rollout/{k}" in r, k

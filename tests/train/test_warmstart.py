@@ -146,5 +146,5 @@ def test_task_fraction_splits_demonstrations_from_rl_tasks():
     assert [t.id for t in split_for_warm_start(cfg, train)[0]] == [t.id for t in demo]
     whole = load_config(ROOT / "examples" / "agent.toml", ["warm_start.task_fraction=1"])
     assert split_for_warm_start(whole, train) == (train, train)
-    with pytest.raises(ValueError, match="needs warm_start.data = 'task-demonstrations'"):
+    with pytest.raises(ValueError, match=r"needs warm_start\.data = 'task-demonstrations'"):
         load_config(None, ["warm_start.task_fraction=0.5", "warm_start.data=demos.jsonl"])

@@ -131,6 +131,11 @@ def test_eval_config_takes_the_runs_settings_and_flags_override_them(tmp_path, t
                                agent_opt=["x=1"]), load_config(run), "eval")
     assert (cfg.limits.temperature, cfg.limits.max_turns, cfg.max_trials, policy.seed) == (0.9, 5, 2, 1)
     assert cfg.scaffold == "oracle" and cfg.scaffold_kwargs == {"x": 1}  # another scaffold: not the run's kwargs
+    # trainer.val_temperature: eval measures at it (as the run's validation), infer samples as the rollouts
+    validated = load_config(run, ["trainer.val_temperature=0.6"])
+    assert _setup(Flags(), validated, "eval")[0].limits.temperature == 0.6
+    assert _setup(Flags(), validated, "infer")[0].limits.temperature == 0.3
+    assert _setup(Flags(temperature=0.9), validated, "eval")[0].limits.temperature == 0.9
 
 
 def test_eval_config_runs_the_held_out_split(tmp_path, tiny_llama_dir):

@@ -221,8 +221,9 @@ def _from_run_config(run_cfg: Any, output: Path | None, exp: str) -> tuple[Any, 
     from legorl.workers.config import worker_config
 
     cfg = replace(worker_config(run_cfg, output), exp_name=exp)
-    ro = run_cfg.rollout
-    return cfg, dict(agent=run_cfg.agent.name, concurrency=ro.concurrency, temperature=ro.temperature,
+    ro, val_t = run_cfg.rollout, run_cfg.trainer.val_temperature
+    measure = exp == "eval" and val_t is not None  # eval measures as the run's validation samples
+    return cfg, dict(agent=run_cfg.agent.name, concurrency=ro.concurrency, temperature=val_t if measure else ro.temperature,
                      max_turns=ro.max_turns, max_tokens=ro.max_response_len, backend=run_cfg.sandbox.backend,
                      seed=run_cfg.run.seed, engine=run_cfg.serving.engine)
 
@@ -276,7 +277,8 @@ def eval_cmd(
     """Run a scaffold + model over a task set, k attempts per task; report pass@1 and pass@k.
 
     With --config RUN.toml, the base model as that run samples it (its scaffold and prompts, limits and
-    engine), on its held-out tasks unless TASKS is given: legorl eval --config examples/agent.toml -k 4
+    engine, at its trainer.val_temperature when set), on its held-out tasks unless TASKS is given:
+    legorl eval --config examples/agent.toml -k 4
     """
     if k < 1:
         _fail("-k must be >= 1")
