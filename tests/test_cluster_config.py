@@ -6,7 +6,7 @@ import pytest
 
 from legorl.cluster.placement import RolePlacement, _bundle
 from legorl.config import RunConfig
-from legorl.config.sections import RoleSection
+from legorl.config.cluster import RoleSection
 
 
 @pytest.mark.parametrize("key,value", [("sandbox_hosts", 2), ("ray_address", "auto"), ("bind_host", "0.0.0.0"),

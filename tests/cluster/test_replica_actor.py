@@ -19,7 +19,8 @@ import pytest_asyncio
 import torch
 
 from legorl.cluster.placement import RolePlacement
-from legorl.config.sections import RoleSection, ServingSection
+from legorl.config.cluster import RoleSection
+from legorl.config.serving import ServingSection
 from legorl.serving.launch import EngineSpec, start_engines
 from legorl.serving.replica_proc import ReplicaDiedError
 from legorl.serving.types import ContextLengthError, GenerateRequest, InvalidRequestError, SamplingParams

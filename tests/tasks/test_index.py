@@ -80,7 +80,7 @@ def test_stratified_split_holds_out_every_kind():
     """tasks.stratify_by: each metadata value split on its own; a random quarter of this set misses kinds."""
     from collections import Counter
 
-    from legorl.config.sections import TasksSection
+    from legorl.config.trials import TasksSection
     from legorl.tasks.split import load_task_split
 
     plain = load_task_split(TasksSection(train="builtin:shell-multistep", val_fraction=0.25))

@@ -54,7 +54,7 @@ def test_set_shape():
 
 
 def test_loads_as_train_set():
-    from legorl.config.sections import TasksSection
+    from legorl.config.trials import TasksSection
     from legorl.tasks.split import load_task_split
 
     train, val = load_task_split(TasksSection(train="builtin:shell-multistep"))

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 from legorl.proxy import ProxyConfig
 from legorl.rundir import RunDir
 from legorl.serving.pool import REPLICA_FAILURES, ReplicaPool

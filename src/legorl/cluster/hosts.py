@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from legorl.agents.base import SessionEndpoint
 from legorl.cluster.placement import RolePlacement, import_ray
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 from legorl.proxy.record import SessionRecord
 from legorl.rundir import RunDir
 from legorl.trial import TrialResult, TrialSpec

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from legorl.config.sections import ClusterSection, RoleSection
+from legorl.config.cluster import ClusterSection, RoleSection
 
 PG_TIMEOUT_S = 120.0
 

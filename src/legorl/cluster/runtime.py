@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from legorl.cluster.placement import RolePlacement, check_gateway_reachable, connect, import_ray
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 from legorl.rundir import RunDir
 from legorl.serving.types import EngineStats
 from legorl.serving.weight_sync import RemoteBucket

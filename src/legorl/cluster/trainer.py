@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from legorl.cluster.placement import RolePlacement, import_ray
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 from legorl.serving.weight_sync import RemoteBucket
 from legorl.train.batch import TrainBatch
 from legorl.train.ranks import READY_TIMEOUT_S, RankFailedError, leave_group, run_command, setup_rank

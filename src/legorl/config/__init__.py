@@ -1,5 +1,7 @@
-"""The typed run config: one section per component (`sections`), read from TOML layers (`loading`)."""
+"""The typed run config: one section per component (`trials`, `serving`, `cluster`, `training`; the whole run
+in `run`), read from TOML layers (`loading`)."""
 
+from legorl.config.cluster import ClusterSection, RoleSection
 from legorl.config.loading import (
     MOVED_KEYS,
     ConfigError,
@@ -8,23 +10,16 @@ from legorl.config.loading import (
     merge_layers,
     site_config_path,
 )
-from legorl.config.sections import (
+from legorl.config.run import RunConfig
+from legorl.config.serving import SchedulerSection, ServingSection, VLLMSection
+from legorl.config.training import AlgorithmSection, AsyncTrainingSection, TrainerSection, WarmStartSection
+from legorl.config.trials import (
     AgentSection,
-    AlgorithmSection,
-    AsyncTrainingSection,
-    ClusterSection,
     ModelSection,
-    RoleSection,
     RolloutSection,
-    RunConfig,
     RunSection,
     SandboxSection,
-    SchedulerSection,
-    ServingSection,
     TasksSection,
-    TrainerSection,
-    VLLMSection,
-    WarmStartSection,
 )
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 from legorl.models.store import legorl_home
 
 _SCHEDULER_KEYS = ("high_watermark", "hit_threshold", "wait_poll_sec", "idle_grace_sec", "max_wait_sec",

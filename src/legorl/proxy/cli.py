@@ -30,7 +30,7 @@ async def run_server(
     `limits`: a `[serving.proxy]` section (`ProxySection`); None: its defaults. `freeze_gc` (the CLI's
     own process only): what start-up allocated leaves the collector's generations, so a full collection
     set off by a large request walks only the objects made since (10 MB bodies: /health max 281 -> 39 ms)."""
-    from legorl.config.sections import ProxySection
+    from legorl.config.serving import ProxySection
     from legorl.models.store import resolve_model
     from legorl.proxy.config import ProxyConfig
     from legorl.runtime.stack import PolicyServer
@@ -105,7 +105,7 @@ def _limits(config: Path | None, **flags: Any) -> Any:
     from pydantic import ValidationError
 
     from legorl.config import ConfigError, load_config
-    from legorl.config.sections import ProxySection
+    from legorl.config.serving import ProxySection
 
     try:
         section = load_config(config).serving.proxy if config is not None else ProxySection()

@@ -30,7 +30,7 @@ class ProxyConfig:
 
     @classmethod
     def from_section(cls, section: Any, **kw: Any) -> ProxyConfig:
-        """Limits from a `[serving.proxy]` section (`legorl.config.sections.ProxySection`), the rest from `kw`."""
+        """Limits from a `[serving.proxy]` section (`legorl.config.serving.ProxySection`), the rest from `kw`."""
         limits = {k: getattr(section, k) for k in LIMIT_FIELDS}
         return cls(**{**limits, **kw})
 

@@ -15,7 +15,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from dataclasses import dataclass
 from pathlib import Path
 
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 from legorl.models.moe import is_moe
 from legorl.models.store import DEFAULT_MODEL, resolve_model
 from legorl.proxy import ProxyConfig

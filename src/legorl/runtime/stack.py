@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from legorl.config.sections import ServingSection
+from legorl.config.serving import ServingSection
 from legorl.models.chat import load_tokenizer
 from legorl.proxy import ProxyConfig, ProxyServer
 from legorl.serving.launch import EngineSpec, start_engines

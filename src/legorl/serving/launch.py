@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from legorl.config.sections import VLLMSection
+from legorl.config.serving import VLLMSection
 from legorl.serving.types import Engine
 
 EngineKind = Literal["embedded", "vllm"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from legorl.config.sections import TasksSection
+from legorl.config.trials import TasksSection
 from legorl.tasks.index import split_tasks
 from legorl.tasks.loader import load_tasks
 from legorl.tasks.model import Task

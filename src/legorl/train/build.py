@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 from legorl.models.chat import load_tokenizer
 from legorl.train.actor import Actor, world
 from legorl.train.critic import Critic

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from legorl.config.sections import AlgorithmSection
+from legorl.config.training import AlgorithmSection
 from legorl.train.losses import rollout_is_weights
 
 

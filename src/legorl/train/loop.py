@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 from legorl.models.store import resolve_model
 from legorl.ops.looplag import LoopLagMonitor
 from legorl.ops.progress import PhaseProgress

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.multiprocessing as mp
 
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 from legorl.train.batch import TrainBatch
 
 READY_TIMEOUT_S = 600.0

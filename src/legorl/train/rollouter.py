@@ -24,7 +24,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 from legorl.train.buffer import BatchStats, RolloutBuffer
 from legorl.train.sampler import TaskSampler
 from legorl.train.steps import trial_specs

@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 from legorl.ops.metrics import MetricsLogger
 from legorl.ops.progress import PhaseProgress
 from legorl.rundir import RunDir

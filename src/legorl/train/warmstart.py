@@ -26,7 +26,8 @@ from typing import Any
 
 import torch
 
-from legorl.config.sections import RunConfig, WarmStartSection
+from legorl.config.run import RunConfig
+from legorl.config.training import WarmStartSection
 from legorl.models.chat import encode_text, load_tokenizer, render_chat, stop_token_ids
 from legorl.rundir import RunDir
 from legorl.tasks.model import Task

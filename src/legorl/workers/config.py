@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from legorl.agents.base import ScaffoldLimits
-from legorl.config.sections import RunConfig
+from legorl.config.run import RunConfig
 
 
 @dataclass

@@ -1,0 +1,105 @@
+"""One run's whole config: every component's section, and the combinations refused at load."""
+
+from __future__ import annotations
+
+from pydantic import model_validator
+
+from legorl.config.base import Section
+from legorl.config.cluster import ClusterSection
+from legorl.config.serving import ServingSection
+from legorl.config.training import AlgorithmSection, AsyncTrainingSection, TrainerSection, WarmStartSection
+from legorl.config.trials import (
+    AgentSection,
+    ModelSection,
+    RolloutSection,
+    RunSection,
+    SandboxSection,
+    TasksSection,
+)
+
+
+class RunConfig(Section):
+    """One run: every component's section. Build it with `legorl.config.load_config`."""
+
+    run: RunSection = RunSection()
+    model: ModelSection = ModelSection()
+    tasks: TasksSection = TasksSection()
+    rollout: RolloutSection = RolloutSection()
+    agent: AgentSection = AgentSection()
+    sandbox: SandboxSection = SandboxSection()
+    serving: ServingSection = ServingSection()
+    async_training: AsyncTrainingSection = AsyncTrainingSection()
+    cluster: ClusterSection = ClusterSection()
+    algorithm: AlgorithmSection = AlgorithmSection()
+    trainer: TrainerSection = TrainerSection()
+    warm_start: WarmStartSection = WarmStartSection()
+
+    def effective_rollout_is(self) -> str:
+        """Async trains on data from older weights: token-level IS unless `rollout_is` was set explicitly."""
+        a = self.algorithm
+        if self.async_training.enabled and "rollout_is" not in a.model_fields_set and a.ppo_anchor == "proximal":
+            return "token"
+        return self.algorithm.rollout_is
+
+    @model_validator(mode="after")
+    def _combinations(self) -> RunConfig:
+        algo, asyn, vllm = self.algorithm, self.async_training, self.serving.vllm
+        problems = []
+        if algo.adv_estimator in ("grpo", "rloo") and algo.n_resp_per_prompt < 2:
+            problems.append(
+                f"algorithm.n_resp_per_prompt={algo.n_resp_per_prompt} with adv_estimator={algo.adv_estimator!r}: "
+                "group baselines need at least 2 responses per prompt"
+            )
+        if algo.filter_groups and algo.adv_estimator == "gae":
+            problems.append("algorithm.filter_groups=true needs a group estimator (grpo, rloo): gae has no groups")
+        if self.warm_start.task_fraction < 1 and self.warm_start.data != "task-demonstrations":
+            problems.append("warm_start.task_fraction < 1 splits the training tasks' demonstrations: it needs "
+                            "warm_start.data = 'task-demonstrations'")
+        if ":" not in algo.adv_estimator and algo.adv_estimator not in ("grpo", "rloo", "gae"):
+            problems.append(f"algorithm.adv_estimator={algo.adv_estimator!r}: use grpo, rloo, gae or 'module:function'")
+        if ":" not in algo.policy_loss_mode and algo.policy_loss_mode not in ("ppo", "gspo"):
+            problems.append(f"algorithm.policy_loss_mode={algo.policy_loss_mode!r}: use ppo, gspo or 'module:function'")
+        if asyn.partial_rollout and not asyn.enabled:
+            problems.append("async_training.partial_rollout=true needs async_training.enabled=true")
+        if asyn.rollout_waves and not asyn.enabled:
+            problems.append("async_training.rollout_waves=true needs async_training.enabled=true")
+        if not asyn.enabled and asyn.staleness_threshold:
+            problems.append("async_training.staleness_threshold only applies with async_training.enabled=true")
+        k = asyn.trigger_parameter_sync_step
+        if not asyn.enabled and k != 1:
+            problems.append("async_training.trigger_parameter_sync_step only applies with async_training.enabled=true")
+        if asyn.enabled and asyn.staleness_threshold < k - 1:
+            problems.append(
+                f"async_training.trigger_parameter_sync_step={k} trains up to {k - 1} updates on one weight "
+                f"version: async_training.staleness_threshold must be >= {k - 1} (got {asyn.staleness_threshold})"
+            )
+        if self.cluster.runtime == "local":
+            default = ClusterSection()  # not fields_set: a config dumped and loaded again has every field set
+            set_ = [k for k in ("ray_address", "bind_host", "proxy_port", "sandbox_hosts", "engines", "trainer",
+                                "hosts", "gateway") if getattr(self.cluster, k) != getattr(default, k)]
+            if set_:
+                problems.append(f"cluster.{set_[0]} only applies with cluster.runtime='ray' (docs/cluster.md)")
+        engine, replicas = self.serving.engine, self.serving.n_replicas
+        if vllm.urls and engine != "vllm":
+            problems.append("serving.vllm.urls is set but serving.engine is not 'vllm'")
+        if vllm.urls and len(vllm.urls) != replicas:
+            problems.append(f"serving.vllm.urls lists {len(vllm.urls)} server(s) but serving.n_replicas="
+                            f"{replicas}: give one URL per replica")
+        if engine == "vllm" and self.serving.placement == "process":
+            problems.append("serving.placement='process' is for embedded replicas; vLLM replicas are processes already")
+        if algo.ppo_anchor == "behaviour" and algo.rollout_is != "none":
+            problems.append(f"algorithm.ppo_anchor='behaviour' already takes the ratio against the behaviour "
+                            f"logprobs: algorithm.rollout_is={algo.rollout_is!r} would correct twice (use 'none')")
+        if algo.rollout_is == "masked" and algo.rollout_is_low >= algo.rollout_is_threshold:
+            problems.append("algorithm.rollout_is='masked' needs rollout_is_low < rollout_is_threshold")
+        if algo.rollout_rs != "none" and algo.rollout_rs_low >= algo.rollout_rs_high:
+            problems.append("algorithm.rollout_rs needs rollout_rs_low < rollout_rs_high")
+        if algo.policy_loss_mode == "gspo" and max(algo.clip_ratio_low, algo.clip_ratio_high) > 0.01:
+            problems.append(
+                "algorithm.policy_loss_mode='gspo' clips the length-normalized sequence ratio: use clip ratios "
+                "around 3e-4..4e-4 (got clip_ratio_low/high = "
+                f"{algo.clip_ratio_low}/{algo.clip_ratio_high})"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self

@@ -1,0 +1,96 @@
+"""What a run trains and how each trial runs: the run, model, tasks, rollout, agent and sandbox sections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from legorl.config.base import Section
+from legorl.models.store import DEFAULT_MODEL
+
+
+class RunSection(Section):
+    """Where the run lives (`<output_dir>/<name>/`) and how it is seeded."""
+
+    name: str = "run"
+    """The run's name: its directory under `output_dir` and its log file names."""
+    output_dir: str = "runs"
+    """Parent directory of run directories."""
+    seed: int = 0
+    """Seeds Python, NumPy, torch, the task sampler and the engines' sampling."""
+    metrics_sinks: list[str] = Field(default_factory=list)
+    """Extra metrics sinks beside the log files: `tensorboard`, `wandb`, `mlflow` (empty: `$LEGORL_METRICS_SINKS`)."""
+
+
+class ModelSection(Section):
+    """The policy model."""
+
+    path: str = DEFAULT_MODEL
+    """A registered model name (`legorl models list`) or a local Hugging Face model directory."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, ~30% more compute."""
+    enable_r3: bool | None = None
+    """R3 routing replay (MoE): replay the experts chosen at generation in the training forward. None: on exactly when the model is MoE."""
+
+
+class TasksSection(Section):
+    """Which tasks train and which validate."""
+
+    train: str = "builtin:shell-basics"
+    """A task dir, a dir of task dirs, a parquet index, or `builtin:<set>` (`legorl tasks builtin`)."""
+    include: list[str] = Field(default_factory=list)
+    """Task-id globs to keep from `train` (empty: all)."""
+    val: str | None = None
+    """Held-out tasks, same forms as `train`. None: hold out `val_fraction` of `train`."""
+    val_fraction: float = Field(0.2, ge=0.0, lt=1.0)
+    """Share of `train` held out for validation when `val` is unset."""
+    split_seed: int = 0
+    """Seed of the train/val split."""
+    stratify_by: str | None = None
+    """A `task.toml` [metadata] key (e.g. `kind`): hold out `val_fraction` of each value's tasks, so every
+    kind is in both sides. None: one split over all tasks."""
+
+
+class RolloutSection(Section):
+    """How one trial samples from the policy, and how many trials run at once."""
+
+    temperature: float = Field(1.0, ge=0.0)
+    """Sampling temperature of training trials (0: greedy)."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass."""
+    top_k: int = Field(0, ge=0)
+    """Top-k sampling (0: off)."""
+    max_prompt_len: int = Field(2048, ge=16)
+    """Longest prompt (the whole conversation so far) a model call may send, in tokens."""
+    max_response_len: int = Field(256, ge=1)
+    """New tokens per model call."""
+    max_turns: int = Field(4, ge=1)
+    """Model calls per trial."""
+    concurrency: int = Field(8, ge=1)
+    """Trials in flight at once (each holds a sandbox and a scaffold)."""
+
+
+class AgentSection(Section):
+    """The scaffold (agent harness) each trial runs."""
+
+    name: str = "builtin"
+    """A registered scaffold (builtin, oracle, nop, mini-swe-agent, claude-code, opencode, ...) or `module:Class`."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Options passed to the scaffold's constructor (e.g. builtin: `tools`, `system_prompt`, `examples`)."""
+    tool_parser: str = "hermes"
+    """How the proxy reads tool calls out of the model's text: `hermes` or `qwen3_coder`."""
+    timeout_sec: float | None = None
+    """Wall-clock limit of the scaffold per trial. None: the task's `[agent] timeout_sec`."""
+    command_timeout_sec: float = Field(60.0, gt=0.0)
+    """Limit of one command the scaffold runs in the sandbox (killed after it, the output says so): an interactive
+    program (`vim`, `cat` with no file) otherwise holds its trial, and a sync step, for this long."""
+
+
+class SandboxSection(Section):
+    """Where each trial runs, and its verifier."""
+
+    backend: str = "local"
+    """`local` (bubblewrap), `docker`, `kubernetes`, or `module:Class` for your own Sandbox."""
+    verifier_timeout_sec: float | None = None
+    """Wall-clock limit of the verifier. None: the task's `[verifier] timeout_sec` (raise it on an overloaded machine)."""
