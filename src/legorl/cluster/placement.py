@@ -35,10 +35,13 @@ def connect(cluster: ClusterSection) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
-    if cluster.ray_address:
-        ray.init(address=cluster.ray_address, log_to_driver=False)
+    address = cluster.ray_address or os.environ.get("RAY_ADDRESS")  # RAY_ADDRESS: as `ray job submit` sets it
+    if address:
+        ray.init(address=address, log_to_driver=False)
         return False
-    ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+    # "local", not None: with None Ray joins whichever cluster this machine started last (its /tmp/ray file, even a
+    # dead one's), and then refuses num_cpus; a run without an address owns a private local Ray.
+    ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
     return True
 
 

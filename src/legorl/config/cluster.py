@@ -32,7 +32,9 @@ class ClusterSection(Section):
     runtime: Literal["local", "ray"] = "local"
     """`local`: this process; `ray`: each role as Ray actors (docs/cluster.md)."""
     ray_address: str | None = None
-    """An existing Ray cluster (`ray start --head` prints it). None: start a local Ray for the run (and stop it after)."""
+    """An existing Ray cluster (`ray start --head` prints it; `auto`: the one this machine started last). None: the
+    `RAY_ADDRESS` variable's cluster when it is set, else a private local Ray for the run, even when another cluster
+    is up here (stopped after the run)."""
     bind_host: str = "127.0.0.1"
     """Address the gateway's proxy listens on. Multi-node: `0.0.0.0` (scaffolds on other nodes reach it at its node's
     IP); the single-node default keeps it on loopback."""
