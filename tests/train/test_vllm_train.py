@@ -1,6 +1,7 @@
 """Two sync training steps end to end with vLLM (CPU build) as the rollout engine.
 
-SmolLM2-135M (vLLM's CPU attention has no kernel for the tiny test model's head size): builtin
+A tiny random Llama with head size 32 (vLLM's CPU attention has no kernel for the registered tiny model's 16)
+and SmolLM2's tokenizer and tied embeddings; SmolLM2-135M itself made each CPU training step ~40 s. Builtin
 scaffold -> proxy -> sticky pool of two vLLM servers -> verifier -> GRPO step -> weight reload in
 both servers -> step 2 samples from the reloaded weights, and its rollout/trainer logprob agreement
 proves the servers serve exactly what the trainer holds (a tied embedding once broke this).
@@ -16,12 +17,14 @@ import pytest
 
 
 @pytest.mark.slow
-def test_two_sync_steps_with_vllm(vllm_executable, smollm_dir, tmp_path, tiny_run_config):
+def test_two_sync_steps_with_vllm(vllm_executable, tmp_path, tiny_run_config):
     from legorl.config import load_config
+    from legorl.models.tiny import build_tiny_llama
     from legorl.train.loop import train
 
+    build_tiny_llama(tmp_path / "model", head_dim=32)
     path = tiny_run_config(
-        "v", model={"path": str(smollm_dir)},
+        "v", model={"path": str(tmp_path / "model")},
         rollout={"max_response_len": 16, "max_prompt_len": 1024},
         serving={"engine": "vllm", "n_replicas": 2, "vllm": {"kv_cache_gib": 1, "executable": vllm_executable}},
         trainer={"train_batch_size": 2, "total_steps": 2, "lr": 1e-4, "max_logprob_abs_diff": 1e-3},

