@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The test command: lint, then the whole suite (slow end-to-end tests included); the 15 slowest
 # tests are printed at the end so the suite's cost stays visible.
-# Two pytest-xdist workers: every test of a `*vllm*` file runs on one of them (their servers are
-# mostly start-up and waiting) while the other runs the rest, one OpenMP thread each (tests/conftest.py).
-# Measured on a quiet 2-core machine: 10:08 with `-n 2` (491 tests, 2026-12-01); one test at a time was ~18 min
+# Two pytest-xdist workers, one OpenMP thread each: every test of a `*vllm*` file runs on one worker (one
+# vLLM server start at a time), every tests/cluster test on one (one shared Ray cluster), the rest spread
+# over both (tests/conftest.py).
+# Measured on a quiet 2-core machine: 13:16 with `-n 2` (545 tests, 2026-12-02; CI took 17:17 before its last cuts);
+# `-n 3` was slower (13:45) and made timing bounds flake; one test at a time was ~18 min
 # (~30 on a fresh one) before the suite grew.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not slow" -x`; `-n 0` runs serially.
 set -euo pipefail
