@@ -4,8 +4,10 @@
 # Two pytest-xdist workers, one OpenMP thread each: every test of a `*vllm*` file runs on one worker (one
 # vLLM server start at a time), every tests/cluster test on one (one shared Ray cluster), the rest spread
 # over both (tests/conftest.py).
-# Measured on a quiet 2-core machine: 13:16 with `-n 2` (545 tests, 2026-12-02; CI took 17:17 before its last cuts);
-# `-n 3` was slower (13:45) and made timing bounds flake; one test at a time was ~18 min
+# Measured on a 2-core machine with nothing else running: 13:16 to 14:49 with `-n 2` (545 tests, 2026-12-02; the
+# machine's speed drifts; CI took 17:17 before its last cuts); `-n 3` was slower (13:45) and made timing bounds
+# flake. Slow tests outside the two groups go first (tests/conftest.py): wall / (summed test time / 2) went
+# from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min
 # (~30 on a fresh one) before the suite grew.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not slow" -x`; `-n 0` runs serially.
 set -euo pipefail

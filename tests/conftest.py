@@ -119,6 +119,21 @@ def pytest_sessionstart(session):
             prepare_model(name)
 
 
+def _worker_group(nodeid: str) -> str | None:
+    """The tests that must share one xdist worker: "ray" (tests/cluster), "vllm" (`*vllm*` files); None: any."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/cluster/"):
+        return "ray"
+    return "vllm" if "vllm" in path.rsplit("/", 1)[-1] else None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, the slow tests outside the two groups go first (the longest jobs first keeps the last
+    minutes from running one long test alone while the other worker idles); the groups keep their order."""
+    if hasattr(config, "workerinput"):  # each worker collects; all sort alike, so their collections agree
+        items.sort(key=lambda it: not (it.get_closest_marker("slow") and _worker_group(it.nodeid) is None))
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """`-n 2`: tests are spread one by one, except that every test of a `*vllm*` file runs on one worker,
@@ -132,9 +147,6 @@ def pytest_xdist_make_scheduler(config, log):
 
     class VLLMFilesOnOneWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            if path.startswith("tests/cluster/"):
-                return "ray"
-            return "vllm" if "vllm" in path.rsplit("/", 1)[-1] else nodeid
+            return _worker_group(nodeid) or nodeid
 
     return VLLMFilesOnOneWorker(config, log)
