@@ -136,10 +136,10 @@ async def test_missing_tool_is_verifier_error_never_reward_zero(make_task, sandb
     assert (res.outcome, res.reward) == ("verifier_error", None), res
     assert "command not found" in res.reason and "uvx-that-does-not-exist" in res.reason
     assert "reward 0.0 discarded" in res.reason
-    # an installer that needs root (the trial is not root): also the environment's failure
+    # an installer that needs root fails, then the tool it was to bring is missing: the environment's
     res = await _verify_with(make_task, sandbox_root,
-                             "apt-get install -y sl; echo 0 > /logs/verifier/reward.txt")
-    assert res.outcome == "verifier_error" and "lock" in res.reason, res
+                             "apt-get install -y sl; sl-not-installed; echo 0 > /logs/verifier/reward.txt")
+    assert res.outcome == "verifier_error" and "sl-not-installed: command not found" in res.reason, res
     res = await _verify_with(make_task, sandbox_root, "exec /usr/bin/no-such-interpreter /tests/x.py")
     assert res.outcome == "verifier_error" and "127" in res.reason and res.reward is None, res
 

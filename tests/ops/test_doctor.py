@@ -51,6 +51,19 @@ def test_zero_rewards_with_verifier_errors(tmp_path):
     assert sigs(make_run(tmp_path, trials=trials)) == ["all-zero rewards with verifier errors"]
 
 
+def test_verifier_errors_share(tmp_path):
+    """1 of 4 trials unjudged is over the 0.2 default: named with its reason; a looser config stays quiet."""
+    trials = [trial(1, "step_1-000-0", "t", "verifier_error", None,
+                    reason="verifier could not run: /tests/test.sh: line 2: jq: command not found"),
+              trial(1, "step_1-000-1", "t", "solved", 1.0), trial(1, "step_1-001-0", "u", "failed", 0.0),
+              trial(1, "step_1-001-1", "u", "failed", 0.0)]
+    found = diagnose(Run(make_run(tmp_path, trials=trials)))
+    assert [f.signature for f in found] == ["verifier errors drop trials from training"]
+    assert "1/4" in found[0].evidence and "jq: command not found" in found[0].evidence
+    quiet = make_run(tmp_path, "loose", trials=trials, config={"rollout": {"verifier_error_warn_share": 0.5}})
+    assert sigs(quiet) == []
+
+
 def test_all_env_setup_failed(tmp_path):
     trials = [trial(2, f"step_2-00{i}-0", "t", "env_setup_failed", None, reason="bwrap: setting up uid map")
               for i in range(3)]

@@ -33,14 +33,29 @@ def steps_logged(tmp_path: Path) -> list[int]:
 def test_one_sync_step_changes_weights_and_engine_serves_them(tiny_llama_dir, tmp_path, tiny_run_config):
     import asyncio
 
+    # two tasks, one whose test.sh calls a tool the sandbox lacks: its trials cannot be judged, leave the
+    # update, and the step warns (2 of 4 trials > rollout.verifier_error_warn_share); the other's train
+    import shutil
+
     from legorl.config import load_config
+    from legorl.tasks.builtin_sets import builtin_path
     from legorl.train.loop import train
 
-    cfg = load_config(write_cfg(tiny_run_config, 1))
+    tasks = tmp_path / "tasks"
+    for name in ("append-line", "arithmetic"):
+        shutil.copytree(builtin_path("shell-basics") / name, tasks / name)
+    (tasks / "arithmetic/tests/test.sh").write_text(
+        "#!/bin/bash\nif no-such-grader /app; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
+    cfg = load_config(tiny_run_config("t", trainer={"train_batch_size": 2, "total_steps": 1, "save_freq": 1,
+                                                    "max_logprob_abs_diff": 1e-3}, tasks={"train": str(tasks)}))
     lines: list[str] = []
     history = asyncio.run(train(cfg, on_line=lines.append, progress=False))
     assert len(history) == 1 and history[0]["step"] == 1
     m = history[0]
+    assert m["rollout/outcome/verifier_error"] == 0.5 and m["trajectory_filter/dropped_verifier_error"] == 2
+    [warning] = [line for line in lines if line.startswith("warning:step:1 - 50% ")]
+    log = (tmp_path / "runs" / "t" / "logs" / "t.log").read_text()
+    assert warning in log and "verifier_error" in warning
     assert m["weight_version"] == 1.0  # the engine was updated in place and serves version 1
     assert m["rollout_corr/abs_diff_mean"] <= 1e-5
     assert m["actor/grad_norm"] > 0

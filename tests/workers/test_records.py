@@ -51,8 +51,11 @@ def test_filter_drops_infra_outcomes_and_counts_reasons():
     assert dict(stats.dropped) == {"env_setup_failed": 1, "verifier_error": 1, "no_rollout": 1}
     assert stats.reasons["verifier_error: why verifier_error"] == 1
     assert stats.metrics()["filter/dropped"] == 3.0
+    # a trial the verifier scored is never dropped for its outcome: the timeout's 0 is the policy's
     kept, stats = TrajectoryFilter(drop_outcomes=["timeout", "verifier_error"])(results)
-    assert len(kept) == 2 and stats.dropped["timeout"] == 1
+    assert len(kept) == 3 and "timeout" not in stats.dropped and stats.dropped["verifier_error"] == 1
+    unscored_timeout = _result("timeout", None)
+    assert TrajectoryFilter(drop_outcomes=["timeout"]).keep(unscored_timeout) == "timeout"
 
 
 def test_pass_at_k_and_report():

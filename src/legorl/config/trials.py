@@ -69,6 +69,9 @@ class RolloutSection(Section):
     """Model calls per trial."""
     concurrency: int = Field(8, ge=1)
     """Trials in flight at once (each holds a sandbox and a scaffold)."""
+    verifier_error_warn_share: float = Field(0.2, ge=0.0, le=1.0)
+    """A step with a larger share of `verifier_error` trials (the verifier could not judge them, so they
+    leave training) gets a `warning:` line in the run's log and on the console."""
 
 
 class AgentSection(Section):

@@ -6,11 +6,17 @@ value, else the mean of all values. test.sh's exit code does not matter when a r
 (failing pytest exits non-zero by design); a timeout, a crash without reward, or a missing or garbled
 reward file is `verifier_error` with the reason.
 
-Infrastructure is never an answer: a test.sh whose own commands could not run (bash's "command
-not found" for a line of /tests/test.sh, exit 126/127, an installer without network or root) has
-not judged the agent, whatever reward it then wrote, unless it is full reward. Such runs are
-`verifier_error` with the matching line and the stderr tail as the reason, so the trainer drops
-them instead of learning from a 0 the environment produced.
+The verdict belongs to the verifier: a reward test.sh wrote stands, unless there is hard evidence
+that test.sh itself could not run (`verdict_override`): a command that test.sh, or a script of its own
+under /tests, calls by name is not installed (bash's `/tests/test.sh: line N: jq: command not found`),
+and the task's instruction does not ask the agent to provide that command. Everything else a verifier
+prints is an answer: a redirect or `cat` of a file the agent never wrote, Permission denied on a script
+it should have made executable, `bash /app/run.sh` exiting 127 because the script is missing, the code
+under test raising FileNotFoundError, pytest failing, an installer that failed without network before
+the runner ran anyway. A timeout, no reward file, or a garbled one is `verifier_error` whatever was
+printed. Only a `verifier_error` leaves training data (the trajectory filter drops it): guessing
+"infrastructure" from a failing answer's stderr would drop exactly the trials a policy should be
+penalised for, so the rule needs evidence, not a resemblance.
 """
 
 from __future__ import annotations
@@ -92,28 +98,29 @@ def parse_rewards(json_text: str | None, txt_text: str | None) -> tuple[float, d
     raise ValueError("no reward file written (/logs/verifier/reward.json or reward.txt)")
 
 
-# Lines only a broken verifier environment prints (test.sh's own commands, package installers).
-_INFRA = re.compile(
-    r"^(?:/tests/test\.sh|bash|sh): (?:line \d+: )?\S.*?: (?:command not found|No such file or directory"
-    r"|Permission denied)$"
-    r"|Could not open lock file|are you root\?|Temporary failure (?:resolving|in name resolution)"
-    r"|Could not resolve host|Network is unreachable|Failed to establish a new connection"
-    r"|No matching distribution found|externally-managed-environment",
-    re.MULTILINE,
-)
+# A command looked up by name (no slash) from a line of test.sh or of another script under /tests: bash
+# prints this only when the name is on no PATH directory, i.e. the verifier's environment lacks a tool.
+_MISSING_COMMAND = re.compile(r"^(/tests/\S+): line \d+: ([^\s/:]+): command not found\s*$", re.MULTILINE)
 
 
-def infra_failure(exit_code: int | None, stdout: str, stderr: str) -> str | None:
-    """The line that shows test.sh could not run as written, or None when it ran."""
+def infra_failure(stdout: str, stderr: str, instruction: str = "") -> str | None:
+    """The line that proves test.sh could not run as written (a command it calls is not installed), or
+    None. A missing command the instruction names (``install cowsay``) is the agent's to provide: an answer."""
+    named = set(re.findall(r"[\w+-]+(?:\.[\w+-]+)*", instruction))  # words, `python3.11`, no trailing dot
     for text in (stderr, stdout):
-        m = _INFRA.search(text)
-        if m:
-            start = text.rfind("\n", 0, m.start()) + 1
-            end = text.find("\n", m.end())
-            return text[start:end if end >= 0 else len(text)].strip()[:300]
-    if exit_code in (126, 127):
-        return f"test.sh exited {exit_code} (a command could not be executed)"
+        for m in _MISSING_COMMAND.finditer(text):
+            if m.group(2) not in named:
+                return m.group(0).strip()[:300]
     return None
+
+
+def verdict_override(reward: float | None, stdout: str, stderr: str, instruction: str = "") -> str | None:
+    """Why a written `reward` must not be trained on, or None when it stands. A full reward always stands
+    (the verifier found what it checks for, e.g. through a fallback); a lower one stands unless
+    `infra_failure` has evidence."""
+    if reward is None or reward >= 1.0:
+        return None
+    return infra_failure(stdout, stderr, instruction)
 
 
 async def _mount(sandbox: Sandbox, src: Path, at: str, method: str) -> None:
@@ -179,10 +186,10 @@ async def verify(
             res.reason = f"{e} (test.sh exit code {run.exit_code}{', OOM' if run.oom_killed else ''})"
             if run.stderr.strip():
                 res.reason += f"; stderr: {tail(run.stderr, 300).strip()}"
-        infra = infra_failure(run.exit_code, run.stdout, run.stderr)
-        if infra and res.outcome == "ok" and (res.reward or 0.0) < 1.0:
+        infra = verdict_override(res.reward if res.ok else None, run.stdout, run.stderr, task.instruction)
+        if infra:
             res.outcome = "verifier_error"
-            res.reason = (f"verifier could not run (infrastructure, not the agent's answer): {infra}; "
+            res.reason = (f"verifier could not run (a command test.sh calls is not installed): {infra}; "
                           f"reward {res.reward} discarded; stderr: {tail(run.stderr, 300).strip()}")
             res.reward = None
     res.duration_s = time.monotonic() - t0

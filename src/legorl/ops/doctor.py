@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import warnings
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,6 +108,28 @@ def zero_rewards_verifier_errors(d: RunData) -> Finding | None:
                 f"(first: {reason})",
                 "the verifier cannot run in the sandbox (missing tools, wrong paths, timeout): run "
                 "`legorl tasks check` and the oracle scaffold on one task, read the trial's verifier.log",
+            )
+    return None
+
+
+def verifier_errors_share(d: RunData) -> Finding | None:
+    """A step where more than `rollout.verifier_error_warn_share` of the trials could not be judged: they
+    leave training, so what is left over-represents the trials the verifier could score."""
+    limit = float((d.config.get("rollout") or {}).get("verifier_error_warn_share", 0.2))
+    for step, trials in d.by_step.items():
+        errs = [t for t in trials if t.get("outcome") == "verifier_error"]
+        if all(not t.get("reward") for t in trials):
+            continue  # `zero_rewards_verifier_errors` names that step
+        if len(errs) / len(trials) > limit:
+            reasons = Counter(str(t.get("reason") or "see verifier.log")[:160] for t in errs)
+            reason, n = reasons.most_common(1)[0]
+            return Finding(
+                "verifier errors drop trials from training",
+                f"step {step}: {len(errs)}/{len(trials)} trials are verifier_error (over {limit:g}); "
+                f"most common ({n}): {reason}",
+                "the verifier cannot judge these trials (a tool test.sh calls is missing, no reward file, a "
+                "timeout): run the oracle on one task (`legorl eval TASKS --agent oracle -k 1`), read its "
+                "verifier.log, install what test.sh needs or fix the task",
             )
     return None
 
@@ -242,7 +264,7 @@ def outcome_dominates(d: RunData) -> Finding | None:
 
 
 SIGNATURES: list[Callable[[RunData], Finding | None]] = [
-    all_env_setup_failed, zero_rewards_verifier_errors, zero_tool_calls, outcome_dominates, logprob_collapse,
+    all_env_setup_failed, zero_rewards_verifier_errors, verifier_errors_share, zero_tool_calls, outcome_dominates, logprob_collapse,
     ess_collapse, staleness_drops, zero_std_groups, sandbox_latency_creep,
 ]
 

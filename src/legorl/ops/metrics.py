@@ -62,6 +62,13 @@ class MetricsLogger:
         self.sinks.log(step, metrics)
         return line
 
+    def warn(self, step: int, text: str) -> str:
+        """A `warning:step:N - text` line in the .log file (the JSONL holds metrics only); returns it."""
+        line = f"warning:step:{step} - {text}"
+        with self.log_path.open("a") as f:
+            f.write(line + "\n")
+        return line
+
     def close(self) -> None:
         """Flush and close the sinks (the files need nothing)."""
         self.sinks.close()

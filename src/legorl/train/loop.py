@@ -45,6 +45,7 @@ from legorl.train.steps import (
     trial_specs,
     validate,
     validation_due,
+    verifier_error_warning,
 )
 from legorl.train.types import Trainer
 from legorl.train.warmstart import split_for_warm_start, warm_start, warm_start_metrics
@@ -93,6 +94,8 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
 
         def log(step: int, metrics: dict[str, float]) -> None:
             on_line(start.logger.log(step, metrics))
+            if step > 0 and (warning := verifier_error_warning(metrics, cfg.rollout.verifier_error_warn_share)):
+                on_line(start.logger.warn(step, warning))
             history.append({"step": step, **metrics})
 
         try:

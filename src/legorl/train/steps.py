@@ -135,6 +135,17 @@ def turn_metrics(results: list[TrialResult], prefix: str) -> dict[str, float]:
     return m
 
 
+def verifier_error_warning(metrics: dict[str, float], limit: float) -> str | None:
+    """A warning when more than `limit` of a step's trials are `verifier_error`: those leave training data,
+    and so many of them means the task set or the sandbox is broken, not the policy."""
+    share = metrics.get("rollout/outcome/verifier_error", 0.0)
+    if share <= limit:
+        return None
+    return (f"{share:.0%} of this step's trials are verifier_error (rollout.verifier_error_warn_share = "
+            f"{limit:g}): they are dropped from training; the task set or sandbox is broken, not the policy. "
+            "Read a trial's verifier.log, run `legorl doctor` on the run dir and the oracle on one task")
+
+
 def rollout_metrics(results: list[TrialResult], fstats: FilterStats) -> dict[str, float]:
     """What the trajectory filter dropped and how the step's trials ended."""
     m = fstats.metrics("trajectory_filter/")

@@ -1,7 +1,9 @@
 """Trajectory filter: which finished trials become training data.
 
-Infra failures (the sandbox never started, the verifier broke) say nothing about the policy, so by
-default they are dropped; a trial without tokens has nothing to train on. Every drop is counted by
+Infra failures (the sandbox never started, the verifier could not run) say nothing about the policy, so by
+default they are dropped; a trial without tokens has nothing to train on. A trial the verifier scored is
+never dropped for its outcome, whatever `drop_outcomes` holds: its reward is the policy's, and a filter
+that threw away some scored failures (a timeout, an agent crash) would bias every group's advantages. Every drop is counted by
 outcome and by reason so a run's metrics show what was thrown away and why.
 """
 
@@ -31,14 +33,14 @@ class FilterStats:
 
 
 class TrajectoryFilter:
-    """Keeps trials with tokens whose outcome is not in `drop_outcomes`."""
+    """Keeps trials with tokens that the verifier scored or whose outcome is not in `drop_outcomes`."""
 
     def __init__(self, drop_outcomes: Iterable[str] = INFRA_OUTCOMES):
         self.drop_outcomes = frozenset(drop_outcomes)
 
     def keep(self, result: TrialResult) -> str | None:
         """None to keep, else the drop key (an outcome or "no_rollout")."""
-        if result.outcome in self.drop_outcomes:
+        if result.reward is None and result.outcome in self.drop_outcomes:
             return result.outcome
         if result.tokens is None:
             return "no_rollout"
