@@ -45,6 +45,21 @@ def test_doctor_and_status(tmp_path):
     assert "alive" in res.output and "step 3/10" in res.output and "ETA" in res.output
     assert "critic/score/mean: 0.5" in res.output and "trials so far: 12 (solved 6, failed 6)" in res.output
     assert runner.invoke(app, ["status", str(tmp_path / "nothing")]).exit_code != 0
+    estimated = make_run(tmp_path, "est", records=[{"step": 1, **base_record(1), "timing/run_estimate_s": 840.0}])
+    res = runner.invoke(app, ["status", str(estimated)])
+    assert "(estimated after the first step: 14m00s in all)" in res.output, res.output
+
+
+def test_run_estimate_after_the_first_step():
+    """10 steps, validation every 5: after step 1 the rest is 9
+    steps at its pace and the 2 validations still due (steps 5 and 10) at the step-0 validation's 30 s."""
+    from legorl.config import RunConfig
+    from legorl.train.steps import run_estimate
+
+    cfg = RunConfig.model_validate({"trainer": {"total_steps": 10, "test_freq": 5}})
+    total, line = run_estimate(cfg, 1, {"timing/step_s": 50.0}, elapsed_s=120.0, val_s=30.0)
+    assert total == 120.0 + 9 * 50.0 + 2 * 30.0
+    assert line.startswith("estimate: the whole run takes ~10.5 min") and "9 more steps x 50 s" in line
 
 
 def test_status_finished_run_is_not_alive(tmp_path):

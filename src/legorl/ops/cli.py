@@ -23,6 +23,8 @@ def _status_lines(run_dir: Path) -> list[str]:
         lines.append(f"run {s['name']} ({s['root']}): {state}, last write {fmt_duration(s['last_write_age_s'])} ago")
         total = s["total_steps"] or "?"
         eta = f", ETA {fmt_duration(s['eta_s'])}" if s["eta_s"] is not None else ""
+        if s.get("run_estimate_s") is not None:
+            eta += f" (estimated after the first step: {fmt_duration(s['run_estimate_s'])} in all)"
         lines.append(f"  step {s['step'] if s['step'] is not None else '-'}/{total}{eta}")
         for k, v in s["last_metrics"].items():
             lines.append(f"  {k}: {v:.4g}" if isinstance(v, float) else f"  {k}: {v}")

@@ -227,6 +227,9 @@ def summary(run: Run) -> dict[str, Any]:
         "step": last.get("step"),
         "total_steps": total,
         "eta_s": eta_seconds(records, total) if alive else None,
+        # what the run printed after its first step: its whole wall time at that step's pace
+        "run_estimate_s": next((r["timing/run_estimate_s"] for r in records
+                                if isinstance(r.get("timing/run_estimate_s"), int | float)), None),
         "last_metrics": {k: last[k] for k in KEY_METRICS if k in last},
         "outcomes": outcome_counts(trials),
         "num_trials": len(trials),

@@ -40,6 +40,7 @@ from legorl.train.steps import (
     learn,
     push_weights,
     rollout_metrics,
+    run_estimate,
     save,
     start_or_resume,
     trial_specs,
@@ -65,6 +66,7 @@ async def start_runtime(cfg: RunConfig, run_dir: RunDir) -> Runtime:
 async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
                 on_line: Callable[[str], None] = print, progress: bool = True) -> list[dict[str, Any]]:
     """Run `cfg` to `trainer.total_steps`; returns one metrics dict per logged step."""
+    t_start = time.perf_counter()
     run_dir = RunDir.of(cfg.run.output_dir, cfg.run.name)
     check_run_dir(run_dir, resume, overwrite)
     run_dir.root.mkdir(parents=True, exist_ok=True)
@@ -92,8 +94,19 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
         bar = PhaseProgress(enabled=progress)
         history: list[dict[str, Any]] = []
 
+        first_step, val_s = start.step, None
+
         def log(step: int, metrics: dict[str, float]) -> None:
+            nonlocal val_s
+            estimate = None
+            if step == 0:
+                val_s = metrics.get("timing/val_s")
+            elif step == first_step and step < cfg.trainer.total_steps:
+                total, estimate = run_estimate(cfg, step, metrics, time.perf_counter() - t_start, val_s)
+                metrics["timing/run_estimate_s"] = total
             on_line(start.logger.log(step, metrics))
+            if estimate:
+                on_line(estimate)
             if step > 0 and (warning := verifier_error_warning(metrics, cfg.rollout.verifier_error_warn_share)):
                 on_line(start.logger.warn(step, warning))
             history.append({"step": step, **metrics})

@@ -67,8 +67,23 @@ async def validate(runner: TrialRunner, cfg: RunConfig, val_tasks: list[Task], s
     t = cfg.trainer
     temp = t.val_temperature if t.val_temperature is not None else cfg.rollout.temperature
     tag = f"val_{step}"
-    return outcome_metrics(await collect(runner, trial_specs(val_tasks, t.val_n, step, tag), temp, tag, progress),
-                           "val")
+    t0 = time.perf_counter()
+    results = await collect(runner, trial_specs(val_tasks, t.val_n, step, tag), temp, tag, progress)
+    return {**outcome_metrics(results, "val"), "timing/val_s": time.perf_counter() - t0}
+
+
+def run_estimate(cfg: RunConfig, step: int, metrics: dict[str, float], elapsed_s: float,
+                 val_s: float | None) -> tuple[float, str]:
+    """The whole run's wall time as seen after its first training step: what ran so far, the remaining
+    steps at this step's pace (its validation left out), and the validations still due at `val_s` each."""
+    step_s = metrics.get("timing/step_s", 0.0) - metrics.get("timing/val_s", 0.0)
+    left = max(0, cfg.trainer.total_steps - step)
+    vals = sum(1 for s in range(step + 1, cfg.trainer.total_steps + 1) if validation_due(cfg, s))
+    val_each = metrics.get("timing/val_s", val_s or 0.0)
+    total = elapsed_s + left * step_s + vals * val_each
+    line = (f"estimate: the whole run takes ~{total / 60:.1f} min ({elapsed_s / 60:.1f} min so far, {left} more "
+            f"steps x {step_s:.0f} s" + (f", {vals} validation(s) x {val_each:.0f} s" if vals else "") + ")")
+    return total, line
 
 
 # -- learning -------------------------------------------------------------------------------------
