@@ -76,7 +76,13 @@ def test_dashboard_in_chromium(tmp_path, browser, tiny_llama_dir):
 
     ids = Tokenizer.from_file(str(tiny_llama_dir / "tokenizer.json")).encode("Create /app/a.txt\necho hi > /app/a.txt").ids
     runs = tmp_path / "runs"
-    alpha = make_run(runs, "alpha", steps=4, config={"model": {"path": str(tiny_llama_dir)}}, token_ids=ids)
+    # alpha mixes two harnesses (agent.mix): its steps carry rollout/harness/<label>/* (steps.harness_metrics)
+    records = [{"step": s, **base_record(s), **{f"rollout/harness/{h}/{k}": v for h in ("builtin", "codex")
+                                                 for k, v in (("share", 0.5), ("pass_rate", 0.1 * s),
+                                                              ("policy_tokens_mean", 30.0))}} for s in range(1, 5)]
+    records[-1].update({"val/pass_rate": 0.5, "val/score/mean": 0.5, "val/outcome/solved": 0.5,
+                        "val/turns/mean": 2.5, "val/turns/response_mask_share": 0.2})
+    alpha = make_run(runs, "alpha", steps=4, records=records, config={"model": {"path": str(tiny_llama_dir)}}, token_ids=ids)
     make_run(runs, "beta", steps=3)
     server = Server(runs)
     drv = browser
@@ -90,6 +96,10 @@ def test_dashboard_in_chromium(tmp_path, browser, tiny_llama_dir):
         assert n_curves >= 7
         assert drv.execute_script("return document.querySelectorAll('#outcomes .chart-empty').length") == 0
         assert drv.execute_script("return document.querySelectorAll('#fidelity svg polyline').length") == 4
+        harness_charts = drv.execute_script("return [...document.querySelectorAll('#outcomes .chart')].filter(c => "
+                                            "c.dataset.title.includes('harness/*')).map(c => c.querySelectorAll("
+                                            "'polyline').length)")
+        assert harness_charts == [2, 2], harness_charts  # pass rate and policy tokens, one line per harness
         assert "pass_rate" in drv.find_element("id", "val-table").text
         # turns: per-trial counts and shares, for rollout (6 keys) and validation (2 keys)
         assert drv.execute_script("return document.querySelectorAll('#agent-turns svg polyline').length") == 8

@@ -46,8 +46,11 @@ def test_one_sync_step_changes_weights_and_engine_serves_them(tiny_llama_dir, tm
         shutil.copytree(builtin_path("shell-basics") / name, tasks / name)
     (tasks / "arithmetic/tests/test.sh").write_text(
         "#!/bin/bash\nif no-such-grader /app; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
+    # and two harnesses in one run (agent.mix): the builtin scaffold with tool calls and with its text protocol
+    mix = [{"name": "builtin", "label": "tools"}, {"name": "builtin", "label": "text", "kwargs": {"tools": False}}]
     cfg = load_config(tiny_run_config("t", trainer={"train_batch_size": 2, "total_steps": 1, "save_freq": 1,
-                                                    "max_logprob_abs_diff": 1e-3}, tasks={"train": str(tasks)}))
+                                                    "max_logprob_abs_diff": 1e-3}, tasks={"train": str(tasks)},
+                                      agent={"mix": mix}))
     lines: list[str] = []
     history = asyncio.run(train(cfg, on_line=lines.append, progress=False))
     assert len(history) == 1 and history[0]["step"] == 1
@@ -56,6 +59,11 @@ def test_one_sync_step_changes_weights_and_engine_serves_them(tiny_llama_dir, tm
     [warning] = [line for line in lines if line.startswith("warning:step:1 - 50% ")]
     log = (tmp_path / "runs" / "t" / "logs" / "t.log").read_text()
     assert warning in log and "verifier_error" in warning
+    results = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "t" / "trials").rglob("result.json")]
+    ran = {(r["group_id"], r["attempt"]): r["metadata"]["harness"] for r in results}
+    assert set(ran.values()) == {"tools", "text"}, ran
+    assert m["rollout/harness/tools/share"] + m["rollout/harness/text/share"] == 1.0
+    assert all(m[f"rollout/harness/{h}/policy_tokens_mean"] > 0 for h in ("tools", "text"))
     assert m["weight_version"] == 1.0  # the engine was updated in place and serves version 1
     assert m["rollout_corr/abs_diff_mean"] <= 1e-5
     assert m["actor/grad_norm"] > 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from legorl.config.base import Section
 from legorl.models.store import DEFAULT_MODEL
@@ -74,6 +74,19 @@ class RolloutSection(Section):
     leave training) gets a `warning:` line in the run's log and on the console."""
 
 
+class HarnessEntry(Section):
+    """One harness of a mixed-harness run (`[[agent.mix]]`)."""
+
+    name: str
+    """A registered scaffold or `module:Class`, as `agent.name`."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Options passed to this scaffold's constructor."""
+    weight: float = Field(1.0, gt=0.0)
+    """Its share of the trials (weights are normalised over the mix)."""
+    label: str | None = None
+    """How trial results and metrics name it (None: `name`); two entries of one scaffold need two labels."""
+
+
 class AgentSection(Section):
     """The scaffold (agent harness) each trial runs."""
 
@@ -81,6 +94,18 @@ class AgentSection(Section):
     """A registered scaffold (builtin, oracle, nop, mini-swe-agent, claude-code, opencode, ...) or `module:Class`."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """Options passed to the scaffold's constructor (e.g. builtin: `tools`, `system_prompt`, `examples`)."""
+    mix: list[HarnessEntry] = Field(default_factory=list)
+    """Several harnesses in one run, each `{name, kwargs, weight}` (`[[agent.mix]]` tables); when set it replaces
+    `name`/`kwargs`. Every trial runs one (its result records `harness`), a GRPO group's attempts are spread over
+    them by weight, and the step metrics split pass rate and tokens by harness (`rollout/harness/<label>/*`)."""
+
+    @model_validator(mode="after")
+    def _labels_unique(self) -> AgentSection:
+        labels = [h.label or h.name for h in self.mix]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"agent.mix: harness labels must differ, got {labels}: give entries of one scaffold "
+                             "a `label` each")
+        return self
     tool_parser: str = "hermes"
     """How the proxy reads tool calls out of the model's text: `hermes` or `qwen3_coder`."""
     timeout_sec: float | None = None

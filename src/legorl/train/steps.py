@@ -122,6 +122,24 @@ def outcome_metrics(results: list[TrialResult], prefix: str) -> dict[str, float]
     m[f"{prefix}/pass_rate"] = sum(1 for r in results if (r.reward or 0) >= 1.0) / n
     m[f"{prefix}/score/mean"] = sum((r.reward or 0.0) for r in results) / n
     m.update(turn_metrics(results, prefix))
+    m.update(harness_metrics(results, prefix))
+    return m
+
+
+def harness_metrics(results: list[TrialResult], prefix: str) -> dict[str, float]:
+    """A mixed-harness run's split (`agent.mix`): each harness's share of the trials, pass rate and policy tokens
+    per trial. Nothing when every trial ran the same harness."""
+    by: dict[str, list[TrialResult]] = {}
+    for r in results:
+        by.setdefault(str(r.metadata.get("harness", "")), []).append(r)
+    if len(by) < 2:
+        return {}
+    m: dict[str, float] = {}
+    for name, rs in sorted(by.items()):
+        key = f"{prefix}/harness/{name or 'unknown'}"
+        m[f"{key}/share"] = len(rs) / len(results)
+        m[f"{key}/pass_rate"] = sum(1 for r in rs if (r.reward or 0) >= 1.0) / len(rs)
+        m[f"{key}/policy_tokens_mean"] = sum(r.tokens.num_policy_tokens for r in rs if r.tokens) / len(rs)
     return m
 
 

@@ -194,6 +194,7 @@ def _setup(f: Flags, run_cfg: Any, exp: str) -> tuple[Any, Any]:
     n = pick["concurrency"]
     cfg = replace(cfg, scaffold=pick["agent"],
                   scaffold_kwargs={**(cfg.scaffold_kwargs if same_agent else {}), **_agent_opts(f.agent_opt)},
+                  harnesses=cfg.harnesses if same_agent and not f.agent_opt else [],
                   limits=replace(cfg.limits, max_turns=pick["max_turns"], max_tokens_per_call=pick["max_tokens"],
                                  temperature=pick["temperature"]),
                   backend=pick["backend"], max_trials=n, max_sandboxes=n, max_scaffolds=n,

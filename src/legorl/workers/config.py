@@ -8,6 +8,7 @@ from typing import Any
 
 from legorl.agents.base import ScaffoldLimits
 from legorl.config.run import RunConfig
+from legorl.workers.harness import Harness
 
 
 @dataclass
@@ -21,6 +22,7 @@ class WorkerConfig:
 
     scaffold: str = "builtin"  # registered name or "module:Class"
     scaffold_kwargs: dict[str, Any] = field(default_factory=dict)
+    harnesses: list[Harness] = field(default_factory=list)  # a mix: replaces scaffold/scaffold_kwargs when set
     limits: ScaffoldLimits = field(default_factory=ScaffoldLimits)
     backend: str = "local"
     sandbox_opts: dict[str, Any] = field(default_factory=dict)
@@ -42,6 +44,10 @@ class WorkerConfig:
         if self.output_root is not None:
             self.output_root = Path(self.output_root)
 
+    def harness_mix(self) -> list[Harness]:
+        """The harnesses trials choose from: the mix, or the one scaffold."""
+        return list(self.harnesses) or [Harness(self.scaffold, dict(self.scaffold_kwargs))]
+
 
 def worker_config(cfg: RunConfig, output_root: Path | None = None) -> WorkerConfig:
     """A training run's worker settings, from its `agent`, `sandbox` and `rollout` sections."""
@@ -52,6 +58,7 @@ def worker_config(cfg: RunConfig, output_root: Path | None = None) -> WorkerConf
     n = rollout.concurrency
     return WorkerConfig(
         scaffold=agent.name, scaffold_kwargs=dict(agent.kwargs), limits=limits, backend=cfg.sandbox.backend,
+        harnesses=[Harness(h.name, dict(h.kwargs), h.weight, h.label or "") for h in agent.mix],
         max_trials=n, max_sandboxes=n, max_scaffolds=n, agent_timeout_sec=agent.timeout_sec,
         verifier_timeout_sec=cfg.sandbox.verifier_timeout_sec, output_root=output_root, exp_name=cfg.run.name,
     )

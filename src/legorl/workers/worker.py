@@ -34,6 +34,7 @@ from legorl.trial import Outcome, TrialResult, TrialSpec
 from legorl.workers.artifacts import TrialDir, slug, write_result
 from legorl.workers.config import WorkerConfig
 from legorl.workers.endpoints import EndpointProvider
+from legorl.workers.harness import choose_harness
 from legorl.workers.tokens import TokensError, trial_tokens
 
 log = logging.getLogger(__name__)
@@ -198,7 +199,9 @@ class _Trial:
         )
         t0 = time.monotonic()
         try:
-            scaffold: Scaffold = load_scaffold(self.cfg.scaffold, **self.cfg.scaffold_kwargs)
+            harness = choose_harness(self.cfg.harness_mix(), self.spec)
+            self.meta["harness"] = harness.key
+            scaffold: Scaffold = load_scaffold(harness.name, **harness.kwargs)
             async with self.w._scaffolds:
                 t0 = time.monotonic()
                 cm = asyncio.timeout(timeout)

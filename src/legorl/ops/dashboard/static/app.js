@@ -108,6 +108,13 @@
       chart(turns, `${p}/turns/* per trial`, keys.filter((k) => !TURN_SHARES.test(k)), p === "val" ? "val" : "train");
       chart(turns, `${p}/turns/* shares`, keys.filter((k) => TURN_SHARES.test(k)), p === "val" ? "val" : "train");
     }
+    // a mixed-harness run (agent.mix, steps.harness_metrics): pass rate and policy tokens by harness
+    for (const p of ["rollout", "val"]) {
+      const series = (what) => pick(new RegExp(`^${p}/harness/[^/]+/${what}$`));
+      if (!series("pass_rate").length) continue;
+      chart(out, `${p}/harness/*/pass_rate`, series("pass_rate"), p === "val" ? "val" : "train");
+      chart(out, `${p}/harness/*/policy_tokens_mean`, series("policy_tokens_mean"), p === "val" ? "val" : "train");
+    }
     const fid = $("#fidelity .charts");
     fid.innerHTML = "";
     pick(/^rollout_corr\//).forEach((k) => chart(fid, k, [k], "train"));
