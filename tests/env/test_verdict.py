@@ -44,6 +44,10 @@ EXAMPLES: list[tuple[str, str, str]] = [
     ("missing pytest that test.sh calls", "if PATH=/nowhere pytest /tests; " + SCORE, "verifier_error"),
     ("missing python3 that test.sh calls", "if PATH=/nowhere python3 /tests/t.py; " + SCORE,
      "verifier_error"),
+    ("missing pytest module for python3 -m pytest",
+     "if PYTHONPATH= python3 -I -m pytest_not_installed_here /tests; " + SCORE, "verifier_error"),
+    ("the code under test imports a missing module",
+     "if python3 -c 'import frobnicate_lib'; " + SCORE, "ok"),
     ("no reward file", "echo checked", "verifier_error"),
     ("a reward file with garbage", "echo 'PASSED' > /logs/verifier/reward.txt", "verifier_error"),
 ]
@@ -73,6 +77,8 @@ def test_rule_on_text() -> None:
     line = "/tests/test.sh: line 3: uvx: command not found"
     assert infra_failure("", line) == line
     assert infra_failure("", "/tests/run_tests.sh: line 9: pytest: command not found") is not None
+    assert infra_failure("", "/usr/bin/python3: No module named pytest") is not None
+    assert infra_failure("", "/usr/bin/python3: No module named mypkg", "Write the package mypkg.") is None
     # lines that are answers
     for text in ("/tests/test.sh: line 3: /app/answer.txt: No such file or directory",
                  "/tests/test.sh: line 2: /app/run.sh: Permission denied",
@@ -81,7 +87,8 @@ def test_rule_on_text() -> None:
                  "cat: /app/out.txt: No such file or directory",
                  "E: Could not open lock file /var/lib/dpkg/lock-frontend - open (13: Permission denied)",
                  "Temporary failure in name resolution",
-                 "FileNotFoundError: [Errno 2] No such file or directory: '/app/x'"):
+                 "FileNotFoundError: [Errno 2] No such file or directory: '/app/x'",
+                 "ModuleNotFoundError: No module named 'requests'"):
         assert infra_failure(text, text) is None, text
     # the instruction asks the agent to install the command: its absence is the agent's answer
     assert infra_failure("", "/tests/test.sh: line 4: cowsay: command not found", "Install cowsay.") is None

@@ -8,8 +8,9 @@ reward file is `verifier_error` with the reason.
 
 The verdict belongs to the verifier: a reward test.sh wrote stands, unless there is hard evidence
 that test.sh itself could not run (`verdict_override`): a command that test.sh, or a script of its own
-under /tests, calls by name is not installed (bash's `/tests/test.sh: line N: jq: command not found`),
-and the task's instruction does not ask the agent to provide that command. Everything else a verifier
+under /tests, calls by name is not installed (bash's `/tests/test.sh: line N: jq: command not found`, or
+`python3: No module named pytest` for `python3 -m pytest`), and the task's instruction does not ask the
+agent to provide that command or module. Everything else a verifier
 prints is an answer: a redirect or `cat` of a file the agent never wrote, Permission denied on a script
 it should have made executable, `bash /app/run.sh` exiting 127 because the script is missing, the code
 under test raising FileNotFoundError, pytest failing, an installer that failed without network before
@@ -101,6 +102,9 @@ def parse_rewards(json_text: str | None, txt_text: str | None) -> tuple[float, d
 # A command looked up by name (no slash) from a line of test.sh or of another script under /tests: bash
 # prints this only when the name is on no PATH directory, i.e. the verifier's environment lacks a tool.
 _MISSING_COMMAND = re.compile(r"^(/tests/\S+): line \d+: ([^\s/:]+): command not found\s*$", re.MULTILINE)
+# `python3 -m pytest` without pytest: the interpreter itself says so (the code under test importing a missing
+# module raises `ModuleNotFoundError: No module named 'x'` instead, with quotes: an answer).
+_MISSING_RUNNER = re.compile(r"^(?:\S*/)?(python[\d.]*): No module named ([\w.]+)\s*$", re.MULTILINE)
 
 
 def infra_failure(stdout: str, stderr: str, instruction: str = "") -> str | None:
@@ -108,9 +112,10 @@ def infra_failure(stdout: str, stderr: str, instruction: str = "") -> str | None
     None. A missing command the instruction names (``install cowsay``) is the agent's to provide: an answer."""
     named = set(re.findall(r"[\w+-]+(?:\.[\w+-]+)*", instruction))  # words, `python3.11`, no trailing dot
     for text in (stderr, stdout):
-        for m in _MISSING_COMMAND.finditer(text):
-            if m.group(2) not in named:
-                return m.group(0).strip()[:300]
+        for pattern in (_MISSING_COMMAND, _MISSING_RUNNER):
+            for m in pattern.finditer(text):
+                if m.group(2) not in named:
+                    return m.group(0).strip()[:300]
     return None
 
 
