@@ -1,0 +1,3 @@
+#!/bin/bash
+got=$(cat /app/answer.txt)
+[ "$got" = hi ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt

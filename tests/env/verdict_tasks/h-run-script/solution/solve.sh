@@ -1,0 +1,2 @@
+#!/bin/bash
+printf "echo ok\n" > /app/run.sh
