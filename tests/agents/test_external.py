@@ -1,151 +1,34 @@
-"""Real agent CLIs as scaffolds: mini-swe-agent (host process, exec bridge) and Claude Code (inside the
-sandbox, behind the relay). Each test runs the real CLI against the proxy over the embedded engine."""
+"""Real agent CLIs as scaffolds: mini-swe-agent (host process, exec bridge), Claude Code and OpenCode
+(inside the sandbox, behind the relay). Each test runs the real CLI against the proxy over the embedded
+engine; a missing npm CLI is installed at its tested version first (`_cli_helpers.ensure_cli`)."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
-import os
-import shutil
-import uuid
-from pathlib import Path
 
 import pytest
+from _cli_helpers import (
+    HangingManager,
+    ScriptedManager,
+    ensure_cli,
+    policy_logprobs,
+    procs_matching,
+    run_trial,
+)
+from _cli_helpers import tool_call as _call
 
 from legorl.agents.base import ScaffoldLimits, SessionEndpoint
 from legorl.agents.claude_code import ClaudeCode
-from legorl.agents.install import AgentNotInstalledError, find_binary
+from legorl.agents.install import AgentNotInstalledError
 from legorl.agents.mini_swe import MiniSweAgent
 from legorl.agents.opencode import OpenCode
 from legorl.env.local import LocalSandbox
-from legorl.models.chat import encode_text
-from legorl.proxy import ProxyConfig, ProxyServer
-from legorl.serving.manager import SingleReplicaManager
-from legorl.serving.types import GenerateRequest, TokenOutput
-from legorl.tasks.model import Task, TaskLimits
 
 needs_mini = pytest.mark.skipif(
     importlib.util.find_spec("minisweagent") is None,
     reason="mini-swe-agent is not installed (legorl agents install mini-swe-agent)",
 )
-
-
-@pytest.fixture(scope="module")
-def tiny_stack(tiny_llama_dir):
-    from legorl.models.chat import load_tokenizer
-    from legorl.serving.embedded import EmbeddedEngine
-
-    engine = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=16384, seed=0)
-    yield SingleReplicaManager(engine, engine.max_model_len), load_tokenizer(tiny_llama_dir)
-    asyncio.run(engine.close())
-
-
-@pytest.fixture
-def task(tmp_path: Path) -> Task:
-    root = tmp_path / "task"
-    (root / "environment").mkdir(parents=True)
-    (root / "environment" / "hello.txt").write_text("hi\n")
-    (root / "tests").mkdir()
-    return Task(id="mini-t", path=root, instruction="create done.txt", limits=TaskLimits(memory_mb=1024))
-
-
-@pytest.fixture
-def sandbox_root():
-    root = Path("/tmp") / f"legorl-test-{uuid.uuid4().hex[:8]}"
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
-
-
-class ScriptedManager:
-    """TEST DOUBLE (a random tiny model cannot emit a chosen tool call): answers with scripted text,
-    while the logprobs it reports are the real engine's `prompt_logprobs` of exactly those tokens."""
-
-    def __init__(self, real: SingleReplicaManager, tokenizer, script: list[str]) -> None:
-        self.real, self.tok, self.script = real, tokenizer, list(script)
-        self.eos = tokenizer.eos_token_id
-
-    @property
-    def weight_version(self) -> int:
-        return self.real.weight_version
-
-    @property
-    def max_model_len(self) -> int:
-        return self.real.max_model_len
-
-    async def generate(self, request: GenerateRequest) -> TokenOutput:
-        text = self.script.pop(0) if self.script else "I am done."
-        ids = [*encode_text(self.tok, text), self.eos]
-        lps = await self.real.prompt_logprobs(request.prompt_ids + ids, request.session_id,
-                                              request.sampling.temperature or 1.0)
-        n = len(request.prompt_ids)
-        return TokenOutput(request.request_id, n, ids, lps[n:], "stop", self.real.weight_version)
-
-    async def prompt_logprobs(self, token_ids, session_id=None, temperature=1.0):
-        return await self.real.prompt_logprobs(token_ids, session_id, temperature)
-
-    async def abort(self, request_id):
-        return await self.real.abort(request_id)
-
-    def end_session(self, session_id):
-        self.real.end_session(session_id)
-
-
-def _call(command: str, tool: str = "bash", **extra: str) -> str:
-    args = json.dumps({"command": command, **extra})
-    return '<tool_call>\n{"name": "' + tool + '", "arguments": ' + args + "}\n</tool_call>"
-
-
-class HangingManager(ScriptedManager):
-    """TEST DOUBLE: a policy that answers only when aborted, so only the trial's timeout ends the agent."""
-
-    aborted: dict[str, asyncio.Event]
-
-    async def generate(self, request: GenerateRequest) -> TokenOutput:
-        self.aborted = getattr(self, "aborted", {})
-        event = self.aborted.setdefault(request.request_id, asyncio.Event())
-        await asyncio.wait_for(event.wait(), 600)
-        return TokenOutput(request.request_id, len(request.prompt_ids), [], [], "abort", self.weight_version)
-
-    async def abort(self, request_id):
-        self.aborted = getattr(self, "aborted", {})
-        self.aborted.setdefault(request_id, asyncio.Event()).set()
-
-
-async def _trial(manager, tokenizer, task, sandbox_root, tmp_path, limits, scaffold=None, wait=None):
-    proxy = ProxyServer(manager, tokenizer, ProxyConfig())
-    await proxy.start()
-    sandbox = LocalSandbox(task, root_dir=sandbox_root)
-    await sandbox.start()
-    try:
-        s = proxy.open_session()
-        endpoint = SessionEndpoint(s.openai_base_url, s.anthropic_base_url, model="legorl-policy")
-        run = (scaffold or MiniSweAgent()).run(task.instruction, sandbox, endpoint, limits, tmp_path / "logs")
-        result = await asyncio.wait_for(run, wait)
-        record = await proxy.close_session(s.id)
-        workdir = sandbox.host_path(task.workdir)
-        files = {p.name: p.read_text() for p in workdir.iterdir() if p.is_file()} if workdir else {}
-        return result, record, files
-    finally:
-        await sandbox.stop()
-        await proxy.close()
-
-
-def _policy_logprobs(record) -> list[float | None]:
-    return [lp for lp, m in zip(record.logprobs, record.mask, strict=True) if m]
-
-
-def _procs_matching(needle: str) -> list[str]:
-    out = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if needle in cmd:
-                out.append(f"{pid}: {cmd[:200]}")
-    return out
 
 
 # ---- mini-swe-agent --------------------------------------------------------------------------------
@@ -160,14 +43,14 @@ async def test_mini_runs_commands_in_the_sandbox(tiny_stack, task, sandbox_root,
         _call("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
     ]
     limits = ScaffoldLimits(max_turns=4, timeout_sec=120, max_tokens_per_call=32)
-    result, record, files = await _trial(ScriptedManager(real, tok, script), tok, task, sandbox_root, tmp_path,
+    result, record, files = await run_trial(ScriptedManager(real, tok, script), tok, task, sandbox_root, tmp_path,
                                          limits)
     assert result.exit_status == "submitted", (result, (tmp_path / "logs" / "mini.log").read_text()[-3000:])
     uid, host = files["proof.txt"].split()
     assert host == "sandbox" and int(uid) != 0  # ran in the bubblewrap sandbox, as its non-root uid
     assert not marker.exists()  # a host path written from inside never reaches the host
     assert record.counters.calls == 2 and record.counters.tool_calls == 2
-    policy = _policy_logprobs(record)
+    policy = policy_logprobs(record)
     assert policy and all(lp is not None and lp <= 0 for lp in policy)
     cmds = json.loads((tmp_path / "logs" / "bridge_commands.json").read_text())
     assert [c["returncode"] for c in cmds] == [0, 0]
@@ -177,11 +60,11 @@ async def test_mini_runs_commands_in_the_sandbox(tiny_stack, task, sandbox_root,
 async def test_mini_real_engine_rollout_is_captured(tiny_stack, task, sandbox_root, tmp_path):
     real, tok = tiny_stack
     limits = ScaffoldLimits(max_turns=2, timeout_sec=120, max_tokens_per_call=24, max_no_action=2)
-    result, record, _ = await _trial(real, tok, task, sandbox_root, tmp_path, limits)
+    result, record, _ = await run_trial(real, tok, task, sandbox_root, tmp_path, limits)
     # Garbage from a random model ends by format errors or the turn limit; the calls are what matter.
     assert result.exit_status in ("no_action_limit", "turn_limit", "context_overflow"), result
     assert record.counters.calls >= 1 and sum(record.mask) > 0
-    policy = _policy_logprobs(record)
+    policy = policy_logprobs(record)
     assert all(lp is not None and lp <= 0 for lp in policy) and any(lp < 0 for lp in policy)
     traj = json.loads((tmp_path / "logs" / "mini.traj.json").read_text())
     assert traj["info"]["config"]["environment_type"].endswith("BridgeEnvironment")
@@ -192,7 +75,7 @@ async def test_mini_real_engine_rollout_is_captured(tiny_stack, task, sandbox_ro
 async def test_mini_never_outlives_the_trial(tiny_stack, task, sandbox_root, tmp_path, how):
     real, tok = tiny_stack
     limits = ScaffoldLimits(max_turns=2, timeout_sec=3 if how == "own-timeout" else 600)
-    run = _trial(HangingManager(real, tok, []), tok, task, sandbox_root, tmp_path, limits,
+    run = run_trial(HangingManager(real, tok, []), tok, task, sandbox_root, tmp_path, limits,
                  wait=None if how == "own-timeout" else 8)
     if how == "own-timeout":
         result, _, _ = await run
@@ -200,7 +83,7 @@ async def test_mini_never_outlives_the_trial(tiny_stack, task, sandbox_root, tmp
     else:
         with pytest.raises(TimeoutError):
             await run
-    assert not _procs_matching(str(tmp_path / "logs" / "mini-legorl.yaml"))
+    assert not procs_matching(str(tmp_path / "logs" / "mini-legorl.yaml"))
 
 
 async def test_missing_mini_names_the_install_command(tmp_path, task, monkeypatch):
@@ -213,18 +96,13 @@ async def test_missing_mini_names_the_install_command(tmp_path, task, monkeypatc
 # ---- in-sandbox CLIs: Claude Code, OpenCode ----------------------------------------------------------
 
 
-def _missing(name: str) -> str:
-    try:
-        find_binary(name)
-    except AgentNotInstalledError as exc:
-        return str(exc)
-    return ""
+CLIS = ["claude-code", "opencode"]
 
 
-CLIS = [
-    pytest.param("claude-code", marks=pytest.mark.skipif(bool(_missing("claude-code")), reason=_missing("claude-code"))),
-    pytest.param("opencode", marks=pytest.mark.skipif(bool(_missing("opencode")), reason=_missing("opencode"))),
-]
+@pytest.fixture
+def cli_installed(name):
+    """The CLI under test, installed (or skipped only where npm is absent)."""
+    return ensure_cli(name)
 
 
 def _cli(name: str):
@@ -239,13 +117,13 @@ def _cli_tool_call(name: str, command: str) -> str:
 
 
 @pytest.mark.parametrize("name", CLIS)
-async def test_cli_runs_its_tools_in_the_sandbox(name, tiny_stack, task, sandbox_root, tmp_path):
+async def test_cli_runs_its_tools_in_the_sandbox(name, cli_installed, tiny_stack, task, sandbox_root, tmp_path):
     real, tok = tiny_stack
     marker = tmp_path / "host-marker.txt"
     net = "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), 3)' 2>/dev/null && echo open || echo closed"
     script = [_cli_tool_call(name, f"echo $(id -u) $(hostname) $({net}) > proof.txt; echo x > {marker}"), "Done."]
     limits = ScaffoldLimits(max_turns=4, timeout_sec=120, max_tokens_per_call=64)
-    result, record, files = await _trial(ScriptedManager(real, tok, script), tok, task, sandbox_root, tmp_path,
+    result, record, files = await run_trial(ScriptedManager(real, tok, script), tok, task, sandbox_root, tmp_path,
                                          limits, _cli(name))
     logs = tmp_path / "logs"
     stem = "claude" if name == "claude-code" else "opencode"
@@ -257,31 +135,31 @@ async def test_cli_runs_its_tools_in_the_sandbox(name, tiny_stack, task, sandbox
     assert result.exit_status == "finished", result
     assert result.metadata["tool_uses"] >= 1
     assert record.counters.calls >= 2 and record.counters.tool_calls >= 1
-    policy = _policy_logprobs(record)
+    policy = policy_logprobs(record)
     assert policy and all(lp is not None and lp <= 0 for lp in policy)
 
 
 @pytest.mark.parametrize("name", CLIS)
-async def test_cli_real_engine_rollout_is_captured(name, tiny_stack, task, sandbox_root, tmp_path):
+async def test_cli_real_engine_rollout_is_captured(name, cli_installed, tiny_stack, task, sandbox_root, tmp_path):
     real, tok = tiny_stack
     limits = ScaffoldLimits(max_turns=2, timeout_sec=180, max_tokens_per_call=32)
-    result, record, _ = await _trial(real, tok, task, sandbox_root, tmp_path, limits, _cli(name))
+    result, record, _ = await run_trial(real, tok, task, sandbox_root, tmp_path, limits, _cli(name))
     assert result.metadata["relay_requests"] >= 1, result
     assert record.counters.calls >= 1 and sum(record.mask) > 0, (result, record.counters)
-    policy = _policy_logprobs(record)
+    policy = policy_logprobs(record)
     assert all(lp is not None and lp <= 0 for lp in policy) and any(lp < 0 for lp in policy)
 
 
 @pytest.mark.parametrize("name", CLIS)
-async def test_cli_never_outlives_the_trial(name, tiny_stack, task, sandbox_root, tmp_path):
+async def test_cli_never_outlives_the_trial(name, cli_installed, tiny_stack, task, sandbox_root, tmp_path):
     real, tok = tiny_stack
     limits = ScaffoldLimits(max_turns=2, timeout_sec=8, max_tokens_per_call=32)
-    result, _, _ = await _trial(HangingManager(real, tok, []), tok, task, sandbox_root, tmp_path, limits,
+    result, _, _ = await run_trial(HangingManager(real, tok, []), tok, task, sandbox_root, tmp_path, limits,
                                 _cli(name))
     assert result.exit_status == "error" and "time limit" in (result.error or "")
     # this trial's bubblewrap (its binds name sandbox_root) and so its pid namespace, the CLI included, are
     # gone; not "/opt/legorl/agent/": under xdist the other worker may be running a CLI test of its own
-    assert not _procs_matching(str(sandbox_root))
+    assert not procs_matching(str(sandbox_root))
 
 
 @pytest.mark.parametrize("name", ["claude-code", "opencode"])
@@ -302,16 +180,17 @@ async def test_mini_with_the_default_model(smollm_dir, task, sandbox_root, tmp_p
     """SmolLM2-135M drives the real `mini` loop: its calls are captured whatever it manages to do."""
     from legorl.models.chat import load_tokenizer
     from legorl.serving.embedded import EmbeddedEngine
+    from legorl.serving.manager import SingleReplicaManager
 
     engine = EmbeddedEngine.from_pretrained(smollm_dir, kv_budget_tokens=16384, seed=0)
     try:
         manager = SingleReplicaManager(engine, engine.max_model_len)
         limits = ScaffoldLimits(max_turns=3, timeout_sec=300, max_tokens_per_call=96, temperature=0.7)
-        result, record, _ = await _trial(manager, load_tokenizer(smollm_dir), task, sandbox_root, tmp_path, limits)
+        result, record, _ = await run_trial(manager, load_tokenizer(smollm_dir), task, sandbox_root, tmp_path, limits)
     finally:
         await engine.close()
     assert result.exit_status in ("submitted", "turn_limit", "no_action_limit", "context_overflow"), result
     assert result.turns == record.counters.calls >= 1
-    policy = _policy_logprobs(record)
+    policy = policy_logprobs(record)
     assert policy and all(lp is not None and lp <= 0 for lp in policy)
     assert isinstance(json.loads((tmp_path / "logs" / "bridge_commands.json").read_text()), list)

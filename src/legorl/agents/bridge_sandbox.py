@@ -2,7 +2,9 @@
 
 Claude Code and OpenCode execute their tools in their own process, so the process itself must live in
 the sandbox. The local backend's bwrap invocation gets two extra read-only binds for the run:
-the staged agent binary at /opt/legorl/agent and the relay directory at /run/legorl. The command is
+the relay directory at /run/legorl and, inside it, the staged agent at /run/legorl/agent. The agent's
+mount point is a directory of our own relay dir, so it exists whatever the sandbox's system dirs are (a
+layered trial binds the host's or image's /opt read-only, where bwrap cannot create /opt/legorl). The command is
 `python3 /run/legorl/relay.py` (the namespace's init, see `bridge_relay`) which starts the agent.
 Timeout or cancellation kill the namespace's init, and with it every process of the agent.
 """
@@ -18,8 +20,8 @@ from legorl.agents.bridge_net import HostRelay
 from legorl.agents.install import stage_readable
 from legorl.env.base import Sandbox, SandboxError
 
-AGENT_MOUNT = "/opt/legorl/agent"
 RELAY_MOUNT = "/run/legorl"
+AGENT_MOUNT = f"{RELAY_MOUNT}/agent"  # a mount point inside the relay dir, made by us (see above)
 RELAY_PORT = 8377  # inside the sandbox's own network namespace: no collision between trials
 SYSTEM_PYTHON = "/usr/bin/python3"
 OUTPUT_CAP = 16 << 20  # stream-json transcripts are long; the trial log keeps them whole up to this
@@ -65,13 +67,17 @@ async def run_cli_in_sandbox(
     log_name: str,
     cwd: str | None = None,
     files: dict[str, str] | None = None,
+    stage_tree: Path | None = None,
 ) -> CliRun:
     """Runs `binary args...` as the sandbox user, reaching only `endpoint` at `relay_base_url()`.
-    `files` (name -> text) appear read-only at /run/legorl/<name> (generated agent config)."""
+    `files` (name -> text) appear read-only at /run/legorl/<name> (generated agent config);
+    `stage_tree` is a directory around `binary` to mount with it (see `stage_readable`)."""
     _require_local(sandbox)
-    staged, rel = stage_readable(binary)
+    staged, rel = stage_readable(binary, tree=stage_tree)
     binds: dict[str, Path] = sandbox.ro_binds  # type: ignore[attr-defined]
     async with HostRelay(endpoint.anthropic_base_url) as relay:
+        (relay.dir / "agent").mkdir()
+        (relay.dir / "agent").chmod(0o755)
         for name, text in (files or {}).items():
             (relay.dir / name).write_text(text)
             (relay.dir / name).chmod(0o644)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -28,12 +29,18 @@ class AgentSpec:
     binary: str = ""  # the command name (npm: node_modules/.bin/<binary>)
     path_env: str = ""  # an env var that names the binary directly, checked first
     note: str = ""
+    tested: str = ""  # the version the suite runs (CI installs it; tests install it when npm is there)
+    native: str = ""  # npm: the platform binary under node_modules, run instead of a node launcher
 
 
 AGENTS: dict[str, AgentSpec] = {
     "mini-swe-agent": AgentSpec("mini-swe-agent", "pip", "mini-swe-agent>=2.4,<3"),
-    "claude-code": AgentSpec("claude-code", "npm", "@anthropic-ai/claude-code", "claude", "LEGORL_CLAUDE_BIN"),
-    "opencode": AgentSpec("opencode", "npm", "opencode-ai", "opencode", "LEGORL_OPENCODE_BIN"),
+    "claude-code": AgentSpec("claude-code", "npm", "@anthropic-ai/claude-code", "claude", "LEGORL_CLAUDE_BIN",
+                             tested="2.1.197"),
+    "opencode": AgentSpec("opencode", "npm", "opencode-ai", "opencode", "LEGORL_OPENCODE_BIN", tested="1.18.33"),
+    # bin/codex.js only picks the musl binary of the platform package and spawns it: run that directly.
+    "codex": AgentSpec("codex", "npm", "@openai/codex", "codex", "LEGORL_CODEX_BIN", tested="0.169.0",
+                       native="@openai/codex-linux-{arch}/vendor/{triple}/bin/codex"),
     "openhands": AgentSpec(
         "openhands", "unsupported", "openhands-sdk",
         note="openhands-sdk requires Python >= 3.12; legorl runs on "
@@ -73,14 +80,31 @@ def find_binary(name: str) -> Path:
     candidates = []
     if spec.path_env and os.environ.get(spec.path_env):
         candidates.append(Path(os.environ[spec.path_env]))
-    candidates.append(install_dir(name) / "node_modules" / ".bin" / spec.binary)
+    modules = install_dir(name) / "node_modules"
+    if spec.native:
+        candidates.append(modules / _native_path(spec.native))
+    candidates.append(modules / ".bin" / spec.binary)
     found = shutil.which(spec.binary)
     if found:
         candidates.append(Path(found))
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
-            return c.resolve()
+            c = c.resolve()
+            if spec.native and not _is_elf(c):  # a launcher on PATH: its package's platform binary
+                root = _package_root(c)
+                near = [root / "node_modules" / _native_path(spec.native), root.parent.parent / _native_path(spec.native)]
+                c = next((n.resolve() for n in near if n.is_file()), None)
+                if c is None:
+                    continue
+            return c
     raise AgentNotInstalledError(name, f"no `{spec.binary}` in ${spec.path_env}, {install_dir(name)} or PATH")
+
+
+def _native_path(template: str) -> str:
+    machine = platform.machine().lower()
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
+    triple = f"{'x86_64' if arch == 'x64' else 'aarch64'}-unknown-linux-musl"
+    return template.format(arch=arch, triple=triple)
 
 
 def _is_elf(path: Path) -> bool:
@@ -95,13 +119,14 @@ def _package_root(path: Path) -> Path:
     return path.parent
 
 
-def stage_readable(binary: Path, stage_root: Path | None = None) -> tuple[Path, str]:
-    """(a world-readable directory, the binary's path inside it). A native binary is staged alone;
+def stage_readable(binary: Path, stage_root: Path | None = None, tree: Path | None = None) -> tuple[Path, str]:
+    """(a world-readable directory, the binary's path inside it). A native binary is staged alone,
+    or with the directory `tree` that holds it and its resources (Codex: rg, helpers);
     a script (e.g. a node entry point) brings its npm package along."""
     binary = binary.resolve()
-    src = binary if _is_elf(binary) else _package_root(binary)
+    src = tree.resolve() if tree is not None else binary if _is_elf(binary) else _package_root(binary)
     st = binary.stat()
-    key = hashlib.sha256(f"{binary}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{src}:{binary}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
     root = stage_root or Path(tempfile.gettempdir()) / "legorl-agents"
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o755)
