@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -50,6 +50,32 @@ class TasksSection(Section):
     stratify_by: str | None = None
     """A `task.toml` [metadata] key (e.g. `kind`): hold out `val_fraction` of each value's tasks, so every
     kind is in both sides. None: one split over all tasks."""
+    holdout_by: str | None = None
+    """A `task.toml` [metadata] key (e.g. `kind`): validation gets *whole values* of it, `val_fraction` of the
+    distinct values (drawn by `split_seed`) or those `holdout_values` names, so it measures kinds training never
+    saw rather than new hidden values of seen kinds. Exclusive with `stratify_by`. None: off."""
+    holdout_values: list[str] = Field(default_factory=list)
+    """With `holdout_by`: globs of the values to hold out (e.g. `["*-delete", "csv-*"]`) instead of a
+    `val_fraction` draw."""
+
+    @model_validator(mode="after")
+    def _one_split_rule(self) -> TasksSection:
+        if self.holdout_by is not None and self.stratify_by is not None:
+            raise ValueError("tasks: set holdout_by (whole values held out) or stratify_by (a share of each value), "
+                             "not both")
+        if self.holdout_values and self.holdout_by is None:
+            raise ValueError("tasks.holdout_values needs tasks.holdout_by (the [metadata] key they are values of)")
+        return self
+
+    sampling: Literal["uniform", "pass_rate"] = "uniform"
+    """How training steps pick tasks. `uniform`: a seeded shuffle per epoch. `pass_rate`: the same order, but a
+    task whose last `pass_rate_window` trials all scored 0 or all 1 (its GRPO group would carry no signal) is
+    drawn only with probability `dead_task_weight`, so rollouts go to tasks the policy sometimes solves; the
+    record is checkpointed, so `--resume` continues it."""
+    pass_rate_window: int = Field(8, ge=1)
+    """`pass_rate`: trials per task remembered (a task needs this many before it can count as dead)."""
+    dead_task_weight: float = Field(0.1, ge=0.0, le=1.0)
+    """`pass_rate`: the chance a dead task is drawn anyway (re-measured as the policy changes; 0: never again)."""
 
 
 class RolloutSection(Section):

@@ -2,7 +2,8 @@
 
 They give every install something to train and evaluate on without a download: `shell-basics`
 for small models, `shell-multistep` (read the sandbox, then act: multi-turn), `py-bugfix`
-(SWE-bench style) for real agents.
+(SWE-bench style) for real agents. Generated sets (`look-act`) are not shipped as files: they are drawn on
+first use into `$LEGORL_HOME/tasks/` (`legorl.tasks.generate.builtin`) and load like the others.
 """
 
 from __future__ import annotations
@@ -27,10 +28,22 @@ def builtin_sets() -> list[str]:
     return sorted(p.name for p in BUILTIN_ROOT.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
 
 
+def generated_sets() -> list[str]:
+    """Names of the sets drawn by the generator on first use (not under BUILTIN_ROOT)."""
+    from legorl.tasks.generate.builtin import GENERATED
+
+    return sorted(GENERATED)
+
+
 def builtin_path(name: str) -> Path:
+    if name in generated_sets():
+        from legorl.tasks.generate.builtin import generated_path
+
+        return generated_path(name)
     path = BUILTIN_ROOT / name
     if name not in builtin_sets():
-        raise KeyError(f"unknown built-in task set {name!r}; available: {', '.join(builtin_sets())}")
+        known = ", ".join(builtin_sets() + generated_sets())
+        raise KeyError(f"unknown built-in task set {name!r}; available: {known}")
     return path
 
 

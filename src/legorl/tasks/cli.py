@@ -13,6 +13,12 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")
 
 
+def _register_generate() -> None:
+    from legorl.tasks.generate.cli import register as register_generate
+
+    register_generate(tasks_app)
+
+
 def _fail(message: object, code: int = 2) -> None:
     if isinstance(message, KeyError) and message.args:  # str(KeyError) adds quotes
         message = message.args[0]
@@ -130,13 +136,16 @@ def builtin_cmd() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from legorl.tasks.builtin_sets import DESCRIPTIONS, builtin_count, builtin_sets
+    from legorl.tasks.builtin_sets import DESCRIPTIONS, builtin_count, builtin_sets, generated_sets
+    from legorl.tasks.generate.builtin import GENERATED
 
     table = Table()
     for col in ("set", "tasks", "description"):
         table.add_column(col)
     for name in builtin_sets():
         table.add_row(f"builtin:{name}", str(builtin_count(name)), DESCRIPTIONS.get(name, ""))
+    for name in generated_sets():
+        table.add_row(f"builtin:{name}", str(builtin_count(name)), GENERATED[name].description)
     Console().print(table)
 
 
@@ -187,3 +196,6 @@ def check_cmd(
     if bad:
         _fail(f"{len(bad)} of {len(results)} task(s) failed the oracle/no-op check")
     typer.echo(f"ok: {len(results)} task(s) score 1 with the oracle and 0 untouched")
+
+
+_register_generate()

@@ -11,7 +11,8 @@ from legorl.tasks.model import Task
 
 
 def load_task_split(section: TasksSection) -> tuple[list[Task], list[Task]]:
-    """`train` filtered by `include`; `val` when given, else `val_fraction` of train held out."""
+    """`train` filtered by `include`; `val` when given, else `val_fraction` of train held out (of each
+    `stratify_by` value, or whole `holdout_by` values)."""
     tasks = load_tasks(section.train)
     if section.include:
         tasks = [t for t in tasks if any(fnmatch.fnmatchcase(t.id, g) for g in section.include)]
@@ -19,6 +20,9 @@ def load_task_split(section: TasksSection) -> tuple[list[Task], list[Task]]:
             raise ValueError(f"tasks.include {section.include} matches no task in {section.train}")
     if section.val is not None:
         return tasks, load_tasks(section.val)
+    if section.holdout_by is not None:
+        return holdout_split(tasks, section.holdout_by, section.val_fraction, section.holdout_values,
+                             seed=section.split_seed)
     if section.stratify_by is None:
         return split_tasks(tasks, section.val_fraction, seed=section.split_seed)
     return stratified_split(tasks, section.val_fraction, section.stratify_by, seed=section.split_seed)
@@ -32,3 +36,21 @@ def stratified_split(tasks: list[Task], val_fraction: float, key: str, seed: int
         groups.setdefault(str(t.metadata.get(key)), []).append(t)
     val_ids = {t.id for group in groups.values() for t in split_tasks(group, val_fraction, seed=seed)[1]}
     return [t for t in tasks if t.id not in val_ids], [t for t in tasks if t.id in val_ids]
+
+
+def holdout_split(tasks: list[Task], key: str, val_fraction: float, values: list[str] | None = None,
+                  seed: int = 0) -> tuple[list[Task], list[Task]]:
+    """Hold out whole values of metadata `key` (those matching a glob in `values`, else `val_fraction` of the
+    distinct values, hash-ranked by `seed`): validation then holds kinds the training never saw. Tasks without
+    the key form one value, `None`."""
+    present = sorted({str(t.metadata.get(key)) for t in tasks})
+    if values:
+        held = {v for v in present if any(fnmatch.fnmatchcase(v, g) for g in values)}
+        if not held:
+            raise ValueError(f"tasks.holdout_values {values} match no {key!r} value (values: {present[:6]}...)")
+    else:
+        held = set(split_tasks(present, val_fraction, seed=seed, key=str)[1])
+    if len(held) == len(present) and tasks:
+        raise ValueError(f"tasks.holdout_by {key!r}: every value is held out, nothing is left to train on")
+    return ([t for t in tasks if str(t.metadata.get(key)) not in held],
+            [t for t in tasks if str(t.metadata.get(key)) in held])

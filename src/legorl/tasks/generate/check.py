@@ -1,0 +1,114 @@
+"""Proof that a generated task needs looking: no-op 0, every blind command 0, oracle 1, demonstration 1.
+
+All attempts run in one real sandbox session per task (legorl.env), /app restored from a pristine copy
+between them. Blind commands: the task's `[metadata] blind_commands` (its action on a decoy, a naive
+guess, the action on every candidate at once) and the oracles of up to two siblings of its kind whose
+answers differ (what a policy that memorised another variant would type).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from legorl.tasks.model import Task
+
+RESTORE = "{ find /app -mindepth 1 -delete && cp -a /tmp/pristine/. /app/; } || exit 99"
+EXPECT = {"oracle": 1.0, "demonstration": 1.0}  # everything else: 0
+
+
+@dataclass
+class TaskCheck:
+    task_id: str
+    rewards: dict[str, float | None] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def wrong(self) -> dict[str, float | None]:
+        return {k: v for k, v in self.rewards.items() if v != EXPECT.get(k, 0.0)}
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.wrong and "oracle" in self.rewards
+
+
+def demonstration(task: Task) -> list[str]:
+    """solution/demonstration.json's commands (the shape legorl.train.warmstart reads; read here without
+    importing torch)."""
+    return json.loads((task.solution_dir / "demonstration.json").read_text())["commands"]
+
+
+def _oracle(task: Task) -> str:
+    return (task.solution_dir / "solve.sh").read_text()
+
+
+def sibling_oracles(tasks: Sequence[Task], per_task: int = 2) -> dict[str, list[tuple[str, str]]]:
+    """task id -> (label, oracle text) of the next `per_task` tasks of its kind (in a ring) with another answer."""
+    by_kind: dict[str, list[Task]] = defaultdict(list)
+    for t in tasks:
+        by_kind[str(t.metadata.get("kind"))].append(t)
+    out: dict[str, list[tuple[str, str]]] = {}
+    for kind in by_kind.values():
+        for i, t in enumerate(kind):
+            mine, found = _oracle(t).split("\ncd /app\n")[-1], []
+            for k in range(1, len(kind)):
+                s = kind[(i + k) % len(kind)]
+                if len(found) < per_task and _oracle(s).split("\ncd /app\n")[-1] != mine:
+                    found.append((f"oracle of {s.id}", _oracle(s)))
+            out[t.id] = found
+    return out
+
+
+async def check_one(task: Task, siblings: list[tuple[str, str]], backend: str = "local") -> TaskCheck:
+    from legorl.env import make_sandbox, run_oracle, verify
+    from legorl.env.phases import enter_phase
+    result = TaskCheck(task.id)
+    sb = make_sandbox(task, backend=backend)
+
+    async def score() -> float | None:
+        # guard=False: a reward left by the previous attempt would read as planted; verify clears it first
+        return (await verify(sb, task, guard=False)).reward
+
+    async def sh(cmd: str) -> int:
+        await enter_phase(sb, "agent")
+        return (await sb.exec(cmd, cwd="/app", timeout=30)).exit_code
+
+    try:
+        await sb.start()
+        if await sh("cp -a /app /tmp/pristine") != 0:
+            raise RuntimeError("could not copy /app")
+        result.rewards["no-op"] = await score()
+        blind = [*siblings, *((f"blind {c!r}", c) for c in task.metadata.get("blind_commands", []))]
+        for label, cmd in blind:
+            if await sh(f"{RESTORE}\n{cmd}") == 99:
+                raise RuntimeError("could not restore /app")
+            result.rewards[label] = await score()
+        await sh(RESTORE)
+        res = await run_oracle(sb, task)
+        if not res.ok:
+            raise RuntimeError(f"solve.sh exited {res.exit_code}: {(res.stdout + res.stderr)[-300:]}")
+        result.rewards["oracle"] = await score()
+        await sh(RESTORE)
+        for cmd in demonstration(task):
+            await sh(cmd)
+        result.rewards["demonstration"] = await score()
+    except Exception as exc:  # one task's failure is its result
+        result.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        await sb.stop()
+    return result
+
+
+async def check_generated(tasks: Sequence[Task], backend: str = "local", concurrency: int = 2) -> list[TaskCheck]:
+    """Check every task (siblings drawn from `tasks` itself), `concurrency` sessions at once, in input order."""
+    siblings = sibling_oracles(tasks)
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(t: Task) -> TaskCheck:
+        async with sem:
+            return await check_one(t, siblings[t.id], backend)
+
+    return list(await asyncio.gather(*(one(t) for t in tasks)))
