@@ -87,7 +87,7 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
     try:
         trainer = start_trainer(cfg, model_dir)
         sync = WeightSync(runtime.engines)
-        sampler = TaskSampler(train_tasks, seed=cfg.run.seed)
+        sampler = TaskSampler.for_run(train_tasks, cfg)
         start, note = await start_or_resume(cfg, run_dir, trainer, sampler, runtime, sync, resume)
         if note:
             on_line(note)
@@ -170,6 +170,7 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
                 metrics["weight_sync/bytes"] = float(sync.last_bytes)
                 metrics["weight_version"] = float(sync.version)
             metrics.update(rollout_metrics(results, fstats))
+            metrics.update(sampler.observe(results))  # pass rates for tasks.sampling, mixed-group share
             metrics["timing/rollout_s"] = t_roll
             metrics.update(budget)
             metrics.update(await runtime.serving_metrics())
@@ -243,6 +244,7 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
             busy = time.perf_counter() - t1
             metrics.update(bstats.metrics())
             metrics.update(rollout_metrics(results, fstats))
+            metrics.update(sampler.observe(results))
             metrics.update(rollouter.metrics(kept))
             counters = await runtime.partial_counters()
             if "resumed" in counters:
