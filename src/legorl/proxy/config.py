@@ -27,6 +27,7 @@ class ProxyConfig:
     bare_routes: bool = False  # /v1/chat/completions, /v1/messages keyed by X-Session-ID (`legorl serve`)
     session_idle_ttl_sec: float | None = 3600.0  # HTTP-opened sessions idle this long are closed; None: never
     max_sessions: int = 4096  # open sessions beyond which POST /sessions (and bare calls) get a 429
+    max_stored_responses: int = 256  # Responses API: ids kept per session for previous_response_id (oldest go)
 
     @classmethod
     def from_section(cls, section: Any, **kw: Any) -> ProxyConfig:

@@ -95,7 +95,8 @@ def _text(content: str | list[TextPart] | None) -> str:
     return "\n".join(p.text for p in content)
 
 
-def _arguments(raw: str | dict[str, Any], where: str) -> dict[str, Any] | str:
+def arguments_of(raw: str | dict[str, Any], where: str, param: str = "messages") -> dict[str, Any] | str:
+    """A tool call's arguments as sent: a JSON object parsed, anything else kept as the raw text."""
     if isinstance(raw, dict):
         return raw
     try:
@@ -103,7 +104,7 @@ def _arguments(raw: str | dict[str, Any], where: str) -> dict[str, Any] | str:
     except ValueError:
         return raw
     except RecursionError as exc:  # a JSON string nested deeper than Python's parser goes
-        raise ProxyError(400, f"{where}.function.arguments: JSON nested too deeply", param="messages") from exc
+        raise ProxyError(400, f"{where}: arguments JSON nested too deeply", param=param) from exc
     return val if isinstance(val, dict) else raw
 
 
@@ -115,7 +116,7 @@ def to_chat_request(req: ChatCompletionRequest) -> ChatRequest:
         role = "system" if m.role == "developer" else m.role
         if role == "tool" and not m.tool_call_id:
             raise ProxyError(400, f"messages[{i}]: a tool message needs tool_call_id", param="messages")
-        calls = [ToolCall(c.id, c.function.name, _arguments(c.function.arguments, f"messages[{i}].tool_calls[{j}]"))
+        calls = [ToolCall(c.id, c.function.name, arguments_of(c.function.arguments, f"messages[{i}].tool_calls[{j}]"))
                  for j, c in enumerate(m.tool_calls or [])]
         if calls and role != "assistant":
             raise ProxyError(400, f"messages[{i}]: only assistant messages carry tool_calls", param="messages")

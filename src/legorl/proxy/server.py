@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from legorl.proxy import routes_anthropic, routes_openai
+from legorl.proxy import routes_anthropic, routes_openai, routes_responses
 from legorl.proxy.capture import Capture
 from legorl.proxy.config import ProxyConfig
 from legorl.proxy.errors import Protocol, ProxyError, error_response
@@ -71,6 +71,7 @@ class ProxyServer:
         self.capture = Capture(manager, self.renderer, self.config)
         self.intake = Intake(self.config)
         self.sessions: dict[str, Session] = {}
+        self.bare_responses = routes_responses.ResponseStore(self.config.max_stored_responses)  # one-request sessions
         self._runner: web.AppRunner | None = None
         self._reaper: asyncio.Task | None = None
         self.host, self.port = self.config.host, self.config.port
@@ -187,6 +188,7 @@ class ProxyServer:
                     sid = request.headers.get("X-Session-ID")
                     session, temp = (self.get_session(sid), False) if sid else (await self._open_http(), True)
                     if temp:
+                        session.one_request = True
                         request[EXTRA_HEADERS] = {"X-Session-ID": session.id}
                 else:
                     session = self.get_session(request.match_info["session_id"])
@@ -215,8 +217,10 @@ class ProxyServer:
 
     def _routes(self) -> list[web.AbstractRouteDef]:
         oa, an, ct = routes_openai.chat_completions, routes_anthropic.messages, routes_anthropic.count_tokens
+        rs = routes_responses.responses
         r = [
             web.post("/sess/{session_id}/v1/chat/completions", self._wrap("openai", oa)),
+            web.post("/sess/{session_id}/v1/responses", self._wrap("openai", rs)),
             web.post("/sess/{session_id}/v1/messages", self._wrap("anthropic", an)),
             web.post("/sess/{session_id}/v1/messages/count_tokens", self._wrap("anthropic", ct)),
             web.get("/v1/models", self._models),
@@ -226,6 +230,7 @@ class ProxyServer:
         if self.config.bare_routes:
             r += [
                 web.post("/v1/chat/completions", self._wrap("openai", oa, bare=True)),
+                web.post("/v1/responses", self._wrap("openai", rs, bare=True)),
                 web.post("/v1/messages", self._wrap("anthropic", an, bare=True)),
                 web.post("/v1/messages/count_tokens", self._wrap("anthropic", ct, bare=True)),
             ]

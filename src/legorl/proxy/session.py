@@ -29,6 +29,8 @@ class Session:
     expires: bool = False  # opened over HTTP (POST /sessions): closed after the idle TTL
     last_active: float = field(default_factory=time.monotonic)
     epoch: int = 0  # bumped by every commit: a plan made off the event loop against an older epoch is redone
+    responses: Any = None  # Responses API: response id -> conversation (routes_responses.ResponseStore), lazily
+    one_request: bool = False  # a bare call's temporary session (`legorl serve` without X-Session-ID)
 
     def touch(self) -> None:
         self.last_active = time.monotonic()

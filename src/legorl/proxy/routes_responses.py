@@ -1,0 +1,193 @@
+"""`POST .../v1/responses`: the OpenAI Responses API (JSON, or the SSE event sequence the `openai` SDK
+and Codex parse), over the same capture path as chat completions: one accumulator, prefix check, masks.
+
+A response id refers to its conversation (input items, minus `instructions`, plus the reply), kept by the
+session (`Session.responses`, bounded) unless `store` is false, so `previous_response_id` continues it.
+One-request sessions (`legorl serve` without X-Session-ID) share the server's store instead.
+
+A scaffold that cannot set sampling options (Codex sends no `max_output_tokens` or temperature) can
+send them as headers, which apply when the body has none: `X-Legorl-Max-Output-Tokens`,
+`X-Legorl-Temperature`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict
+from typing import Any
+
+from aiohttp import web
+
+from legorl.proxy.capture import CallResult
+from legorl.proxy.errors import ProxyError
+from legorl.proxy.messages import Message
+from legorl.proxy.schemas_responses import FunctionTool, ResponsesRequest, to_chat_request
+from legorl.proxy.sse import chunks, event, json_response, send_stream
+
+MAX_OUTPUT_HEADER = "X-Legorl-Max-Output-Tokens"
+TEMPERATURE_HEADER = "X-Legorl-Temperature"
+
+
+class ResponseStore:
+    """response id -> the conversation it ends (oldest dropped past `limit`)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self._items: OrderedDict[str, list[Message]] = OrderedDict()
+
+    def get(self, response_id: str) -> list[Message]:
+        conv = self._items.get(response_id)
+        if conv is None:
+            raise ProxyError(400, f"previous response {response_id!r} not found (unknown, stored with store=false, "
+                             f"or older than the last {self.limit} of this session)", code="previous_response_not_found",
+                             param="previous_response_id")
+        self._items.move_to_end(response_id)
+        return conv
+
+    def put(self, response_id: str, conversation: list[Message]) -> None:
+        self._items[response_id] = conversation
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _header_number(request: web.Request, name: str, kind: type) -> Any:
+    raw = request.headers.get(name)
+    if raw is None:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ProxyError(400, f"header {name}: not a number: {raw[:40]!r}") from None
+    if not value >= (1 if kind is int else 0) or value != value or value == float("inf"):
+        raise ProxyError(400, f"header {name}: out of range: {raw[:40]!r}")
+    return value
+
+
+def _usage(r: CallResult) -> dict[str, Any]:
+    return {
+        "input_tokens": r.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": r.cached_tokens},
+        "output_tokens": r.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": r.prompt_tokens + r.completion_tokens,
+    }
+
+
+class ResponseEvents:
+    """Builds one response's output items and its SSE events in order. Fed today from a finished
+    generation (`from_result`); the methods are the steps a per-token source would call as tokens
+    arrive (text deltas as sampled, a tool call once the parser has it), which is why they are split."""
+
+    def __init__(self, req: ResponsesRequest, model: str, response_id: str | None = None) -> None:
+        self.req, self.model = req, model
+        self.id = response_id or "resp_" + secrets.token_hex(24)
+        self.created = int(time.time())
+        self.output: list[dict[str, Any]] = []
+        self.events: list[str] = []
+        self._seq = 0
+
+    def emit(self, kind: str, **body: Any) -> None:
+        self.events.append(event({"type": kind, "sequence_number": self._seq, **body}, kind))
+        self._seq += 1
+
+    def body(self, status: str, result: CallResult | None = None) -> dict[str, Any]:
+        req = self.req
+        tools = [t.model_dump(exclude_none=True) for t in req.tools or [] if isinstance(t, FunctionTool)]
+        choice = req.tool_choice
+        return {
+            "id": self.id, "object": "response", "created_at": self.created, "status": status,
+            "completed_at": int(time.time()) if result is not None else None,
+            "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+            "instructions": req.instructions, "max_output_tokens": req.max_output_tokens, "model": self.model,
+            "output": list(self.output) if result is not None else [],
+            "parallel_tool_calls": req.parallel_tool_calls is not False,
+            "previous_response_id": req.previous_response_id,
+            "reasoning": {"effort": None, "summary": None}, "store": req.store,
+            "temperature": req.temperature, "text": {"format": {"type": "text"}},
+            "tool_choice": choice.model_dump() if hasattr(choice, "model_dump") else (choice or "auto"),
+            "tools": tools, "top_p": req.top_p, "truncation": "disabled",
+            "usage": _usage(result) if result is not None else None,
+            "metadata": req.metadata or {}, "user": None,
+        }
+
+    def start(self) -> None:
+        self.emit("response.created", response=self.body("in_progress"))
+        self.emit("response.in_progress", response=self.body("in_progress"))
+
+    def message(self, pieces: list[str], status: str) -> None:
+        i, item_id = len(self.output), "msg_" + secrets.token_hex(24)
+        head = {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+        self.emit("response.output_item.added", output_index=i, item=head)
+        where = {"item_id": item_id, "output_index": i, "content_index": 0}
+        self.emit("response.content_part.added", **where, part={"type": "output_text", "text": "", "annotations": []})
+        for p in pieces:
+            self.emit("response.output_text.delta", **where, delta=p, logprobs=[])
+        text = "".join(pieces)
+        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+        self.emit("response.output_text.done", **where, text=text, logprobs=[])
+        self.emit("response.content_part.done", **where, part=part)
+        item = {**head, "status": status, "content": [part]}
+        self.output.append(item)
+        self.emit("response.output_item.done", output_index=i, item=item)
+
+    def function_call(self, call_id: str, name: str, arguments: str) -> None:
+        i, item_id = len(self.output), "fc_" + secrets.token_hex(24)
+        head = {"id": item_id, "type": "function_call", "status": "in_progress", "call_id": call_id, "name": name,
+                "arguments": ""}
+        self.emit("response.output_item.added", output_index=i, item=head)
+        for p in chunks(arguments):
+            self.emit("response.function_call_arguments.delta", item_id=item_id, output_index=i, delta=p)
+        self.emit("response.function_call_arguments.done", item_id=item_id, output_index=i, name=name,
+                  arguments=arguments)
+        item = {**head, "status": "completed", "arguments": arguments}
+        self.output.append(item)
+        self.emit("response.output_item.done", output_index=i, item=item)
+
+    def finish(self, result: CallResult) -> dict[str, Any]:
+        status = "incomplete" if result.finish == "length" else "completed"
+        body = self.body(status, result)
+        self.emit(f"response.{status}", response=body)
+        return body
+
+    @classmethod
+    def from_result(cls, req: ResponsesRequest, model: str, result: CallResult) -> ResponseEvents:
+        """Today's source: the whole generation at once (the engine returns finished outputs)."""
+        ev = cls(req, model)
+        ev.start()
+        if result.content or not result.tool_calls:
+            ev.message(chunks(result.content), "incomplete" if result.finish == "length" else "completed")
+        for c in result.tool_calls:
+            ev.function_call(c.id, c.name, c.arguments_json())
+        return ev
+
+
+def _store_of(server, session) -> ResponseStore:
+    if getattr(session, "one_request", False):
+        return server.bare_responses
+    if session.responses is None:
+        session.responses = ResponseStore(server.config.max_stored_responses)
+    return session.responses
+
+
+async def responses(server, request: web.Request, session) -> web.StreamResponse:
+    max_tokens = _header_number(request, MAX_OUTPUT_HEADER, int)
+    temperature = _header_number(request, TEMPERATURE_HEADER, float)
+    store = _store_of(server, session)
+    async with server.intake.lane(request) as lane:
+        req = await lane.offload(ResponsesRequest.model_validate_json, await server.intake.read(request, lane))
+        history = store.get(req.previous_response_id) if req.previous_response_id else []
+        chat, conversation = await lane.offload(to_chat_request, req, history, max_tokens, temperature)
+        result = await server.capture.call(session, chat, lane)
+    model = req.model or server.config.model_name
+    ev = ResponseEvents.from_result(req, model, result)
+    body = ev.finish(result)
+    if req.store:
+        store.put(ev.id, [*conversation, Message("assistant", result.content, result.tool_calls)])
+    if req.stream:
+        return await send_stream(request, ev.events, result.engine_s)
+    return json_response(request, body, result.engine_s)
