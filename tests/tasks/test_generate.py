@@ -195,3 +195,18 @@ def test_sample_needs_looking(tmp_path):
     bad = [f"{r.task_id}: {r.error or r.wrong}" for r in results if not r.ok]
     assert not bad, "\n".join(bad)
     assert all(len(r.rewards) >= 6 for r in results)  # no-op, sibling, >= 2 blind, oracle, demonstration
+
+
+def test_lookact_example_holds_out_unseen_kinds():
+    from pathlib import Path
+
+    from legorl.config import load_config
+    from legorl.tasks.split import load_task_split
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "examples/agent-lookact.toml")
+    train, val = load_task_split(cfg.tasks)
+    seen, held = {t.metadata["kind"] for t in train}, {t.metadata["kind"] for t in val}
+    assert len(held) == 20 and not seen & held and len(val) == 60
+    # every source and every action still appears in training: held-out kinds are new combinations
+    assert {t.metadata["value_source"] for t in train} == set(SOURCES)
+    assert {t.metadata["action"] for t in train} == set(ACTIONS)
