@@ -137,3 +137,56 @@ async def test_run_results_are_cached_across_trials(make_task, sandbox_root: Pat
             assert r.ok and r.stdout.splitlines()[1:] == ["h", "/opt/tool", "v"], r
             stamps.append(r.stdout.splitlines()[0])
     assert stamps[0] == stamps[1] != stamps[2]  # the 2nd trial reused the 1st's build; no-cache rebuilt
+
+
+def test_env_expansion_as_docker_does_it(tmp_path: Path) -> None:
+    """ENV/ARG values: quotes, escapes and $-forms expanded while read, against the pre-line values."""
+    p = tmp_path / "Dockerfile"
+    p.write_text(
+        "FROM ubuntu:24.04\n"
+        'ENV PATH="/opt/verifier/bin:${PATH}"\n'
+        "ENV A=1 B=$A C=${UNSET:-dflt} D=${A:+alt} E=${UNSET:+alt} F=${EMPTY-set-but-empty}\n"
+        "ENV Q='$A literal' R=\"two $A\" S=a\\ b T=\\$A\n"
+        "ENV LEGACY hello ${A} \"quoted\"\n"
+        "ARG NOVALUE\n"
+        "ARG VER=3.${MINOR:-11}\n"
+    )
+    ins = parse(p)
+    env: dict[str, str] = {"A": "0", "EMPTY": ""}
+    (k, v), = env_pairs(ins[1], p, env)
+    assert k == "PATH" and v is not None and v.startswith("/opt/verifier/bin:") and ":/usr/bin:" in v
+    assert dict(env_pairs(ins[2], p, env)) == {"A": "1", "B": "0", "C": "dflt", "D": "alt", "E": "", "F": ""}
+    assert dict(env_pairs(ins[3], p, env)) == {"Q": "$A literal", "R": "two 0", "S": "a b", "T": "$A"}
+    assert env_pairs(ins[4], p, env) == [("LEGACY", "hello 0 quoted")]
+    assert env_pairs(ins[5], p, env) == [("NOVALUE", None)]
+    assert env_pairs(ins[6], p, {}) == [("VER", "3.11")]
+    assert substitute("${A}/$B/${C:-dflt}/${D:+x}", {"A": "1", "B": "2", "D": "y"}) == "1/2/dflt/x"
+    p.write_text("FROM ubuntu:24.04\nENV X=${NEED:?set NEED}\n")
+    with pytest.raises(DockerfileError, match="set NEED"):
+        env_pairs(parse(p)[1], p, {})
+
+
+async def test_env_path_keeps_the_system_path_in_every_phase(make_task, sandbox_root: Path) -> None:
+    task = make_task(files={"Dockerfile": 'FROM ubuntu:24.04\nWORKDIR /app\nENV PATH="/opt/v/bin:${PATH}" '
+                                          "GREET=${GREET:-hi}\n"})
+    async with LocalSandbox(task, root_dir=sandbox_root) as sb:
+        r = await sb.exec('echo "$PATH"; echo $GREET; command -v ls')
+        assert r.ok, r
+        path, greet, ls = r.stdout.split()
+        assert path.startswith("/opt/v/bin:") and "/usr/bin" in path.split(":") and greet == "hi" and ls
+
+
+def test_entrypoint_rule() -> None:
+    """Which ENTRYPOINT/CMD is a service to start, and which is the image's default shell."""
+    from legorl.env.entrypoint import service_argv
+
+    sh = ["/bin/sh", "-c"]
+    assert service_argv({"cmd": ["bash"]}) is None
+    assert service_argv({"cmd": [*sh, "/bin/bash -l"]}) is None
+    assert service_argv({"cmd": ["python3"]}) is None and service_argv({"cmd": ["sleep", "infinity"]}) is None
+    assert service_argv({"cmd": ["tail", "-f", "/dev/null"]}) is None and service_argv({}) is None
+    assert service_argv({"cmd": ["python3", "-m", "http.server"]}) == ["python3", "-m", "http.server"]
+    assert service_argv({"cmd": [*sh, "python3 app.py"]}) == [*sh, "python3 app.py"]
+    assert service_argv({"entrypoint": ["/entry.sh"], "cmd": ["postgres"]}) == ["/entry.sh", "postgres"]
+    assert service_argv({"entrypoint": ["/entry.sh"], "cmd": ["bash"]}) == ["/entry.sh"]
+    assert service_argv({"entrypoint": [*sh, "serve --port 1"], "cmd": ["x"]}) == [*sh, "serve --port 1"]

@@ -1,10 +1,11 @@
 """The Dockerfile subset the local backend can honour without building an image.
 
-Supported: FROM (one stage, mapped onto the host root: see `map_from`), WORKDIR, ENV, ARG, SHELL,
-USER (RUN lines after it run as that user in root builds), COPY/ADD of local files (ADD also unpacks
-local tar archives), RUN (also `RUN <<EOF` heredocs), VOLUME (its directory is created writable).
-Ignored with a note: EXPOSE, LABEL, MAINTAINER, CMD, ENTRYPOINT (Harbor overrides them with a
-keep-alive), HEALTHCHECK (Harbor's is in task.toml), STOPSIGNAL.
+Supported: FROM (one stage, mapped onto the host root: see `map_from`), WORKDIR, ENV, ARG (expanded as
+Docker does: `legorl.env.dockerwords`), SHELL, USER (RUN lines after it run as that user in root
+builds), COPY/ADD of local files (ADD also unpacks local tar archives), RUN (also `RUN <<EOF`
+heredocs), VOLUME (its directory is created writable), ENTRYPOINT/CMD (recorded; started in the
+background when the sandbox starts: `legorl.env.entrypoint`).
+Ignored with a note: EXPOSE, LABEL, MAINTAINER, HEALTHCHECK (Harbor's is in task.toml), STOPSIGNAL.
 Rejected with file and line: multi-stage builds, COPY --from, remote ADD, RUN --mount, ONBUILD, a
 FROM image that is not Debian/Ubuntu/python based.
 """
@@ -19,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from legorl.env.base import SandboxError
+from legorl.env.dockerwords import ExpandError, expand_vars, expand_word, expand_words
 
 log = logging.getLogger(__name__)
 
-SUPPORTED = {"FROM", "WORKDIR", "ENV", "ARG", "COPY", "ADD", "RUN", "VOLUME", "USER", "SHELL"}
-IGNORED = {"EXPOSE", "LABEL", "MAINTAINER", "CMD", "ENTRYPOINT", "HEALTHCHECK", "STOPSIGNAL"}
+SUPPORTED = {"FROM", "WORKDIR", "ENV", "ARG", "COPY", "ADD", "RUN", "VOLUME", "USER", "SHELL", "CMD", "ENTRYPOINT"}
+IGNORED = {"EXPOSE", "LABEL", "MAINTAINER", "HEALTHCHECK", "STOPSIGNAL"}
 REJECTED = {
     "ONBUILD": "ONBUILD is not supported",
 }
@@ -200,32 +202,47 @@ def shell_form(ins: Instruction, path: Path) -> list[str]:
     return val
 
 
-def env_pairs(ins: Instruction, path: Path) -> list[tuple[str, str]]:
-    """ENV/ARG: `K=V K2="v 2"` or the legacy `K value with spaces`; ARG may have no value."""
+def env_pairs(ins: Instruction, path: Path, env: dict[str, str] | None = None) -> list[tuple[str, str | None]]:
+    """ENV/ARG as Docker reads them: `K=V K2="v 2"` or the legacy `K value with spaces`, values expanded
+    against `env` (the variables before this line: Docker expands every pair of one ENV with the values
+    it had before the line). An ARG without a value is declared but unset (None)."""
     args = ins.args
-    if "=" not in args.split(" ", 1)[0]:
-        k, _, v = args.partition(" ")
-        if ins.keyword == "ENV" and not v:
-            raise DockerfileError(path, ins.lineno, ins.raw, "ENV needs a value")
-        return [(k, v.strip())]
-    out = []
-    for tok in shlex.split(args):
-        k, sep, v = tok.partition("=")
-        if not sep and ins.keyword == "ENV":
-            raise DockerfileError(path, ins.lineno, ins.raw, f"ENV item {tok!r} has no '='")
-        out.append((k, v))
-    return out
-
-
-_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+    if not args.strip():
+        raise DockerfileError(path, ins.lineno, ins.raw, f"{ins.keyword} needs a name")
+    try:
+        if "=" not in args.split(None, 1)[0]:
+            k, _, v = args.partition(" ")
+            if not v.strip():
+                if ins.keyword == "ENV":
+                    raise DockerfileError(path, ins.lineno, ins.raw, "ENV needs a value")
+                return [(k, None)]
+            return [(k, expand_word(v, env))]
+        out: list[tuple[str, str | None]] = []
+        for tok in expand_words(args, env):
+            k, sep, v = tok.partition("=")
+            if not sep and ins.keyword == "ENV":
+                raise DockerfileError(path, ins.lineno, ins.raw, f"ENV item {tok!r} has no '='")
+            out.append((k, v if sep else None))
+        return out
+    except ExpandError as e:
+        raise DockerfileError(path, ins.lineno, ins.raw, str(e)) from None
 
 
 def substitute(text: str, env: dict[str, str]) -> str:
-    """$VAR, ${VAR} and ${VAR:-default} as docker expands them in ENV/WORKDIR/COPY."""
+    """$VAR, ${VAR}, ${VAR:-default}, ${VAR:+alt} as docker expands them in WORKDIR/COPY/USER/VOLUME."""
+    try:
+        return expand_vars(text, env)
+    except ExpandError:
+        return text
 
-    def rep(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(3)
-        val = env.get(name, "")
-        return val if val or m.group(2) is None else m.group(2)
 
-    return _VAR.sub(rep, text)
+def command_form(ins: Instruction, shell: list[str]) -> list[str]:
+    """ENTRYPOINT/CMD as an argv: the exec form's JSON array, or the shell form under SHELL."""
+    if ins.args.startswith("["):
+        try:
+            val = json.loads(ins.args)
+            if isinstance(val, list) and all(isinstance(v, str) for v in val):
+                return val
+        except json.JSONDecodeError:
+            pass  # docker runs a malformed array as shell form too
+    return [*shell, ins.args] if ins.args else []

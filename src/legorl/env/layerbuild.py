@@ -24,7 +24,7 @@ from legorl.env import dockerfile as df
 from legorl.env.localbuild import BuildTarget, _Build, _copy_into, cache_root, prepare_workdir, run_failed
 
 log = logging.getLogger(__name__)
-_VERSION = "layer1"  # bump when the layer's layout changes
+_VERSION = "layer2"  # bump when the layer's layout or meta changes (layer2: Docker ENV expansion, service)
 # Trials of one process wait for a layer here, not in a thread each: a thread pool full of trials
 # blocked on the file lock would leave none for the build they wait for.
 _BUILDING: dict[tuple[int, str], asyncio.Lock] = {}  # (event loop, layer) -> lock
@@ -79,11 +79,13 @@ class _LayerBuild(_Build):
                     if kw == "WORKDIR":
                         self.cwd = self.workdir = target
             elif kw == "ENV":
-                for k, v in df.env_pairs(ins, self.path):
-                    self.env[k] = df.substitute(v, self._vars())
+                self.env.update({k: v or "" for k, v in df.env_pairs(ins, self.path, self._vars())})
             elif kw == "ARG":
-                for k, v in df.env_pairs(ins, self.path):
-                    self.args.setdefault(k, df.substitute(v, self._vars()))
+                for k, v in df.env_pairs(ins, self.path, self._vars()):
+                    if v is not None:
+                        self.args.setdefault(k, v)
+            elif kw in ("ENTRYPOINT", "CMD"):
+                self.service[kw.lower()] = df.command_form(ins, self.shell)
             elif kw == "USER":
                 self.user = df.substitute(ins.args.split(":")[0], self._vars()) or None
             elif kw == "SHELL":
@@ -136,6 +138,7 @@ async def _build_into(sb: BuildTarget, instructions: list[df.Instruction], tmp: 
         t0 = time.monotonic()
         await b.run(instructions)
         meta = {"env": b.env, "cwd": b.workdir, "writable": b.writable, "user": b.user, "notes": b.notes,
+                "service": b.service,
                 "build_s": round(time.monotonic() - t0, 2)}
         (tmp / "meta.json").write_text(json.dumps(meta))
         shutil.rmtree(tmp / "work", ignore_errors=True)
@@ -193,6 +196,7 @@ def apply_layer(sb: BuildTarget, layer: Path) -> dict:
         sb.own_tree(host)
     sb.env.update(meta["env"])
     sb.cwd = meta["cwd"]
+    sb.service = meta.get("service", {})
     sb.layer = layer  # type: ignore[attr-defined]
     return meta
 

@@ -20,11 +20,12 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
 
-from legorl.env import archive, procs, rootfs
+from legorl.env import archive, entrypoint, persist, procs, rootfs
 from legorl.env.base import ExecResult, SandboxError, SandboxLifecycle
 from legorl.env.bwrap import DEFAULT_BWRAP, SANDBOX_HOME, BwrapSpec, base_env, check_bwrap, passwd_files
 from legorl.env.cgroups import TrialCgroup
 from legorl.env.layerbuild import prepare
+from legorl.env.localphase import LocalPhases
 from legorl.env.output import DEFAULT_OUTPUT_CAP, tail
 from legorl.env.trialdirs import UIDS, cleanup_stale, default_root
 from legorl.tasks.model import Task
@@ -38,7 +39,7 @@ _PROBED: set[str] = set()
 _SWEPT: set[str] = set()  # sandbox roots whose dead runs' leftovers this process already removed
 
 
-class LocalSandbox(SandboxLifecycle):
+class LocalSandbox(LocalPhases, SandboxLifecycle):
     """Sandbox over bubblewrap. Options: bwrap path, root_dir, uid, pids_max, rlimits, output_cap,
     use_cgroups, build_cache, network (None = the task's allow_internet), extra_binds / extra_ro_binds."""
 
@@ -91,6 +92,8 @@ class LocalSandbox(SandboxLifecycle):
         self.cgroup: TrialCgroup | None = None
         self.limits_note = ""  # what isolation is missing on this host, empty when complete
         self._live: set[int] = set()
+        self._net = persist.SharedNet()  # one loopback for all execs (root only): see legorl.env.persist
+        self.service: dict[str, list[str]] = {}  # the Dockerfile's ENTRYPOINT / CMD, started by start()
         self._pooled_uid = False
         self._started = False
 
@@ -104,12 +107,16 @@ class LocalSandbox(SandboxLifecycle):
             await asyncio.to_thread(self._setup_dirs)
             self._started = True
             await self._probe()
+            if await self._net.start() is None:
+                self.notes.append(f"no shared loopback between commands ({self._net.error}): a server one "
+                                  "command starts is not reachable from the next")
             self.build = await prepare(self) or {}
             for host in self.binds.values():  # copies (copytree) carried the source's 0755 over
                 if self.root is not None and self.root in host.parents:
                     host.chmod(0o700)
             if self.layer is not None or self.task.agent_user:
                 await asyncio.to_thread(self._write_passwd)
+            await entrypoint.start_service(self)
         except BaseException:
             await self.stop()
             raise
@@ -223,6 +230,7 @@ class LocalSandbox(SandboxLifecycle):
 
     async def stop(self) -> None:
         """Kills whatever the trial left running and removes every trace on the host. Idempotent."""
+        await self._net.stop()
         live = list(self._live)
         for pid in live:
             procs.kill_namespace(pid)
@@ -244,32 +252,6 @@ class LocalSandbox(SandboxLifecycle):
             self._pooled_uid = False
         self._started = False
 
-
-    async def enter_phase(self, phase: str) -> None:
-        """Harbor's per-phase settings: the phase's network ("allowlist" cannot be enforced here:
-        no network, said in `notes`) and the user name its uid carries."""
-        net = self.task.verifier_network if phase == "verifier" else self.task.agent_network
-        if not self._network_fixed:
-            self.network = net.public
-            if net.mode == "allowlist":
-                note = (f"{phase}: network_mode allowlist ({', '.join(net.allowed_hosts)}) is not enforceable "
-                        "by the local backend: ran without network")
-                if note not in self.notes:
-                    self.notes.append(note)
-        user = self.task.verifier_user if phase == "verifier" else self.task.agent_user
-        if user != (self.task.verifier_user if self.phase == "verifier" else self.task.agent_user):
-            await asyncio.to_thread(self._write_passwd, user if user not in (None, "root", "0") else "agent")
-        if phase == "verifier" and self.root is not None:
-            # A fresh HOME: nothing the agent planted there (user site-packages, .pth files, pytest
-            # plugins, rc files) reaches the verifier's interpreters.
-            fresh = self.root / "verifier-home"
-            await asyncio.to_thread(lambda: shutil.rmtree(fresh, True) or fresh.mkdir(mode=0o700))
-            self._own(fresh)
-            self.binds[SANDBOX_HOME] = fresh
-        elif self.root is not None:
-            self.binds[SANDBOX_HOME] = self.root / "home"
-        self.phase = phase
-        self._phase_env = dict(self.task.agent_env) if phase == "agent" else {}
 
     # ---- running commands ------------------------------------------------------------------------
 
@@ -302,7 +284,9 @@ class LocalSandbox(SandboxLifecycle):
         user = self.task.verifier_user if self.phase == "verifier" else self.task.agent_user
         named = {"USER": user, "LOGNAME": user} if user and user not in ("root", "0") else {}
         full_env = base_env({**named, **self.env, **self._phase_env, **(env or {})})
-        bw = self._spec(network).argv(argv, cwd or self.cwd, full_env)
+        net = self.network if network is None else network
+        netns = self._net.path if not net and self._net.alive() else None  # the trial's own loopback
+        bw = self._spec(net or netns is not None).argv(persist.init_argv(argv), cwd or self.cwd, full_env)
         drop = os.geteuid() == 0
         if self.layer is not None and self.root is not None:  # mount the layer, drop to the uid, bwrap
             bw = rootfs.trial_argv(self.layer / "upper", self.root / "rootfs", self.uid, self.gid) + bw
@@ -313,6 +297,7 @@ class LocalSandbox(SandboxLifecycle):
             rlimits=self.rlimits,
             uid=self.uid if drop else None,
             gid=self.gid if drop else None,
+            netns=netns,
         )
         ooms = self.cgroup.oom_kills() if self.cgroup else 0
         out = await procs.run(
@@ -322,6 +307,7 @@ class LocalSandbox(SandboxLifecycle):
             output_cap=self.output_cap if output_cap is None else output_cap,
             on_spawn=self._live.add,
             on_exit=self._live.discard,
+            status_fd=True,
         )
         oom = bool(self.cgroup and self.cgroup.oom_kills() > ooms)
         return out, oom

@@ -36,6 +36,7 @@ class BuildTarget(Protocol):
     root: Path | None
     binds: dict[str, Path]  # sandbox path -> host dir; a build adds binds for new dirs
     env: dict[str, str]  # the Dockerfile's ENV lines land here
+    service: dict[str, list[str]]  # its ENTRYPOINT / CMD (argv each)
     cwd: str
     network: bool
     build_cache: bool
@@ -74,7 +75,7 @@ async def prepare_workdir(sb: BuildTarget) -> None:
     instructions = df.parse(dockerfile)
     cacheable = sb.build_cache and any(i.keyword == "RUN" for i in instructions)
     key = (
-        f"{archive.context_hash(env_dir)}-{sb.task.workdir.strip('/').replace('/', '_')}-net{int(sb.network)}"
+        f"v2-{archive.context_hash(env_dir)}-{sb.task.workdir.strip('/').replace('/', '_')}-net{int(sb.network)}"
     )
     if cacheable and await asyncio.to_thread(_restore, sb, key):
         return
@@ -104,7 +105,7 @@ def _save(sb: BuildTarget, key: str) -> None:
             continue
         shutil.copytree(host, tmp / "dirs" / str(i), symlinks=True)
         dirs[dst] = str(i)
-    meta = {"env": sb.env, "cwd": sb.cwd, "dirs": dirs}
+    meta = {"env": sb.env, "cwd": sb.cwd, "dirs": dirs, "service": sb.service}
     (tmp / "meta.json").write_text(json.dumps(meta))
     os.chmod(tmp, 0o700)
     try:
@@ -129,6 +130,7 @@ def _restore(sb: BuildTarget, key: str) -> bool:
         sb.own_tree(host)
     sb.env.update(meta["env"])
     sb.cwd = meta["cwd"]
+    sb.service = meta.get("service", {})
     return True
 
 
@@ -142,6 +144,7 @@ class _Build:
         self.env_dir = path.parent.resolve()
         self.args: dict[str, str] = {}
         self.shell = ["/bin/sh", "-c"]
+        self.service: dict[str, list[str]] = {}  # ENTRYPOINT / CMD argv (legorl.env.entrypoint starts them)
         self.cwd = sb.task.workdir
         self.deadline = time.monotonic() + sb.task.build_timeout_sec
 
@@ -175,11 +178,13 @@ class _Build:
                 self.cwd = self._abs(df.substitute(ins.args, self._vars()))
                 self.ensure_dir(ins, self.cwd)
             elif kw == "ENV":
-                for k, v in df.env_pairs(ins, self.path):
-                    self.sb.env[k] = df.substitute(v, self._vars())
+                self.sb.env.update({k: v or "" for k, v in df.env_pairs(ins, self.path, self._vars())})
             elif kw == "ARG":
-                for k, v in df.env_pairs(ins, self.path):
-                    self.args.setdefault(k, df.substitute(v, self._vars()))
+                for k, v in df.env_pairs(ins, self.path, self._vars()):
+                    if v is not None:
+                        self.args.setdefault(k, v)
+            elif kw in ("ENTRYPOINT", "CMD"):
+                self.service[kw.lower()] = df.command_form(ins, self.shell)
             elif kw == "VOLUME":
                 for w in df.words(ins, self.path):
                     self.ensure_dir(ins, self._abs(df.substitute(w, self._vars())))
@@ -190,6 +195,7 @@ class _Build:
             elif kw == "RUN":
                 await self.run_line(ins)
         self.sb.cwd = self.cwd
+        self.sb.service = self.service
 
     def sources(self, ins: df.Instruction) -> tuple[list[Path], str]:
         """COPY/ADD's files in the build context (checked) and its destination, as written."""

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import resource
 import shlex
 import signal
+import struct
 import subprocess
+import termios
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -61,6 +64,7 @@ class SpawnSpec:
     rlimits: Rlimits = field(default_factory=Rlimits)
     uid: int | None = None  # drop to this uid (and gid) when running as root
     gid: int | None = None
+    netns: str | None = None  # join this network namespace first (root: nsenter), e.g. a trial's shared one
 
 
 @dataclass
@@ -95,8 +99,10 @@ def child_argv(spec: SpawnSpec) -> list[str]:
         lines.append(f"ulimit -H -S {flag} {val // unit} || exit 125")
     lines.append('exec "$@"')
     prefix: list[str] = []
+    if spec.netns:  # as root, before the uid drop: entering a namespace needs CAP_SYS_ADMIN over it
+        prefix = ["nsenter", f"--net={spec.netns}", "--"]
     if spec.uid is not None and spec.gid is not None:
-        prefix = ["setpriv", f"--reuid={spec.uid}", f"--regid={spec.gid}", "--clear-groups", "--"]
+        prefix += ["setpriv", f"--reuid={spec.uid}", f"--regid={spec.gid}", "--clear-groups", "--"]
     return ["/bin/bash", "--noprofile", "--norc", "-c", "\n".join(lines), "legorl-spawn", *prefix, *spec.argv]
 
 
@@ -124,6 +130,67 @@ def _kill_group(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+STATUS_FD = "@@legorl-status-fd@@"  # argv placeholder for the status pipe's fd number (`run(status_fd=True)`)
+DETACH_GRACE_S = 0.3  # how long output is still collected after the command ended, while leftovers hold the pipes
+_DETACHED: set[asyncio.Future] = set()  # the drains of sandboxes that outlived their command (strong refs)
+_DETACHED_PIDS: set[int] = set()
+
+
+async def _read_status(fd: int) -> int | None:
+    """The exit status the sandboxed side wrote on the pipe `fd`, or None when it closed without one."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb"))
+    try:
+        line = await reader.readline()
+    finally:
+        transport.close()
+    try:
+        return int(line.strip())
+    except ValueError:
+        return None
+
+
+def _unread(proc: asyncio.subprocess.Process, fd: int) -> int:
+    """Bytes of the child's stdout/stderr not yet drained: in the pipe, plus in the StreamReader."""
+    stream = proc.stdout if fd == 1 else proc.stderr
+    transport = proc._transport.get_pipe_transport(fd) if proc._transport else None  # type: ignore[attr-defined]
+    pipe = transport.get_extra_info("pipe") if transport is not None else None
+    n = len(getattr(stream, "_buffer", b""))
+    if pipe is not None:
+        with contextlib.suppress(OSError, ValueError):
+            n += struct.unpack("i", fcntl.ioctl(pipe.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    return n
+
+
+async def _settle(proc: asyncio.subprocess.Process, drains: asyncio.Future) -> None:
+    """After the command ended: returns once its output is read (nothing left in the pipes twice in a
+    row), or the pipes closed, or DETACH_GRACE_S passed."""
+    quiet = 0
+    deadline = time.monotonic() + DETACH_GRACE_S
+    while not drains.done() and time.monotonic() < deadline:
+        quiet = quiet + 1 if _unread(proc, 1) == 0 and _unread(proc, 2) == 0 else 0
+        if quiet >= 2:
+            return
+        await asyncio.sleep(0.005)
+
+
+def _detach(finishing: asyncio.Future, pid: int, on_exit: Callable[[int], None] | None) -> None:
+    """Keeps draining a sandbox whose command ended but whose leftovers live on; `on_exit` when it ends."""
+    _DETACHED.add(finishing)
+    _DETACHED_PIDS.add(pid)
+
+    def done(f: asyncio.Future) -> None:
+        _DETACHED.discard(f)
+        _DETACHED_PIDS.discard(pid)
+        if not f.cancelled():
+            f.exception()  # retrieved: a closed pipe at kill time is expected
+        if on_exit:
+            on_exit(pid)
+
+    finishing.add_done_callback(done)
+
+
 async def run(
     spec: SpawnSpec,
     stdin: bytes | AsyncIterator[bytes] | None = None,
@@ -131,8 +198,19 @@ async def run(
     output_cap: int = DEFAULT_OUTPUT_CAP,
     on_spawn: Callable[[int], None] | None = None,
     on_exit: Callable[[int], None] | None = None,
+    status_fd: bool = False,
 ) -> RunOutput:
-    """Runs one sandboxed command to completion or timeout; output is capped but always drained."""
+    """Runs one sandboxed command to completion or timeout; output is capped but always drained.
+
+    With `status_fd`, `spec.argv` contains the placeholder STATUS_FD: it is replaced by the number of a
+    pipe on which the sandboxed side writes the command's exit status when the command itself ends (see
+    `legorl.env.persist`). The call returns then, even while processes the command left behind keep
+    the sandbox (and its output pipes) alive: those are drained, unread, until they end or are killed,
+    and `on_exit` is called when the sandbox process finally exits."""
+    status_r = status_w = -1
+    if status_fd:
+        status_r, status_w = os.pipe()
+        spec = SpawnSpec(**{**spec.__dict__, "argv": [str(status_w) if a == STATUS_FD else a for a in spec.argv]})
     argv = child_argv(spec)
     host_env = {k: os.environ[k] for k in _HOST_ENV_KEYS if k in os.environ}
     t0 = time.monotonic()
@@ -144,12 +222,20 @@ async def run(
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
             env=host_env,
+            pass_fds=(status_w,) if status_fd else (),
         )
     except (OSError, subprocess.SubprocessError) as e:
+        if status_fd:
+            os.close(status_r)
         raise SandboxError(f"cannot start the sandboxed process ({spec.argv[0]}): {e}") from e
+    finally:
+        if status_fd and status_w >= 0:
+            with contextlib.suppress(OSError):
+                os.close(status_w)
     if on_spawn:
         on_spawn(proc.pid)
     out, err = CappedBuffer(output_cap), CappedBuffer(output_cap)
+    status: list[int] = []
 
     async def feed() -> None:
         if stdin is None or proc.stdin is None:
@@ -164,11 +250,34 @@ async def run(
                     await proc.stdin.drain()
         proc.stdin.close()
 
+    async def rest() -> None:
+        await asyncio.gather(drain(proc.stdout, out), drain(proc.stderr, err))
+        await proc.wait()
+
     async def body() -> None:
         feeder = asyncio.ensure_future(feed())
         try:
-            await asyncio.gather(drain(proc.stdout, out), drain(proc.stderr, err))
-            await proc.wait()
+            if not status_fd:
+                await rest()
+            else:
+                drains = asyncio.ensure_future(asyncio.gather(drain(proc.stdout, out), drain(proc.stderr, err)))
+                exited = asyncio.ensure_future(proc.wait())
+                try:
+                    line = await _read_status(status_r)
+                except BaseException:
+                    drains.cancel()
+                    exited.cancel()
+                    raise
+                if line is not None:
+                    status.append(line)
+                # The command's last output is in the pipes (leftovers may hold them open: then take what
+                # came within the grace); its init exits at once unless leftovers still run.
+                if status:  # bwrap, still up while leftovers run, holds the pipes: wait till they are read
+                    await _settle(proc, drains)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(exited), 0.05 if status else None)
+                if not (drains.done() and exited.done()):
+                    _detach(asyncio.ensure_future(asyncio.gather(drains, exited)), proc.pid, on_exit)
         finally:
             if not feeder.done():
                 feeder.cancel()
@@ -197,15 +306,18 @@ async def run(
         task.cancel()
         raise
     finally:
-        if on_exit:
+        if on_exit and proc.pid not in _DETACHED_PIDS:
             on_exit(proc.pid)
-    if proc.returncode is None:
-        _kill_group(proc.pid)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(proc.wait(), 5)
-    rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
-    if rc < 0:
-        rc = 128 - rc  # killed by a signal: the shell convention (137 = SIGKILL)
+    if status and not timed_out:
+        rc = status[0]
+    else:
+        if proc.returncode is None and proc.pid not in _DETACHED_PIDS:
+            _kill_group(proc.pid)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 5)
+        rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+        if rc < 0:
+            rc = 128 - rc  # killed by a signal: the shell convention (137 = SIGKILL)
     return RunOutput(
         exit_code=124 if timed_out else rc,
         stdout=out.getvalue(),

@@ -142,9 +142,14 @@ async def verify(
     """Runs the task's tests in the trial's sandbox after the agent finished; returns a typed result."""
     t0 = time.monotonic()
     flags: list[str] = []
+    # The agent's processes (a server it left for test.sh) live through the verifier where the backend
+    # fences the verifier's paths off from them (local: legorl.env.localphase); elsewhere (docker,
+    # kubernetes: one container, one uid) a live leftover could rewrite the reward after test.sh, so
+    # they are stopped first, as before.
     quiesce = getattr(sandbox, "quiesce", None)
-    if quiesce is not None:
-        await quiesce()  # backends whose processes outlive an exec: stop the agent's leftovers
+    keep = bool(getattr(sandbox, "keeps_agent_processes", False))
+    if quiesce is not None and not keep:
+        await quiesce()
     if guard:
         flags += (await guards.before_verification(sandbox)).flags
     else:
@@ -167,6 +172,8 @@ async def verify(
     await enter_phase(sandbox, "verifier")  # the verifier's network and user
     # from the workdir, as Harbor; [verifier].env (and [verifier.environment].env) for test.sh only
     run = await sandbox.exec("bash /tests/test.sh", timeout=limit, env=dict(task.verifier_env) or None)
+    if quiesce is not None and keep:
+        await quiesce()  # the verifier is done with them: nothing of the agent runs while the reward is read
     res = VerifyResult(
         reward=None,
         stdout_tail=tail(run.stdout),
