@@ -26,10 +26,15 @@ class HostRelay:
     """`async with HostRelay(session_base_url) as r:` then bind `r.dir` into the sandbox; the socket is
     `r.dir / "proxy.sock"` and the in-sandbox relay script `r.dir / "relay.py"`."""
 
-    def __init__(self, target_base: str, max_body_bytes: int = 64 << 20) -> None:
+    def __init__(self, target_base: str, max_body_bytes: int = 64 << 20, max_calls: int | None = None) -> None:
+        """`max_calls`: model calls (POSTs) let through; later ones get a 400 naming the turn limit, for
+        agents that have no turn limit of their own (Codex)."""
         self.target = target_base.rstrip("/")
         self.max_body = max_body_bytes
+        self.max_calls = max_calls
         self.requests = 0
+        self.calls = 0
+        self.refused = 0
         self.dir: Path = Path()
         self._runner: web.AppRunner | None = None
         self._client: aiohttp.ClientSession | None = None
@@ -77,6 +82,13 @@ class HostRelay:
         if any(seg in ("..", ".") or "%2e" in seg.lower() for seg in raw.split("/")):
             # The client library would resolve "/sess/<id>/../x" to "/sess/x": out of the session.
             return web.json_response({"error": {"message": "legorl relay: path outside the session"}}, status=400)
+        if request.method == "POST":
+            self.calls += 1
+            if self.max_calls is not None and self.calls > self.max_calls:
+                self.refused += 1
+                msg = f"legorl relay: the trial's turn limit ({self.max_calls} model calls) is reached"
+                return web.json_response({"error": {"message": msg, "type": "invalid_request_error",
+                                                    "code": "turn_limit"}}, status=400)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         body = await request.read()
         try:

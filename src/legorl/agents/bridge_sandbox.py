@@ -36,6 +36,7 @@ class CliRun:
     duration_s: float
     relay_requests: int
     oom_killed: bool = False
+    refused_calls: int = 0  # model calls past `max_calls` that the relay refused
 
 
 OOM_NOTE = ("was killed at the sandbox's memory limit: the agent process itself counts against the task's "
@@ -68,14 +69,16 @@ async def run_cli_in_sandbox(
     cwd: str | None = None,
     files: dict[str, str] | None = None,
     stage_tree: Path | None = None,
+    max_calls: int | None = None,
 ) -> CliRun:
     """Runs `binary args...` as the sandbox user, reaching only `endpoint` at `relay_base_url()`.
     `files` (name -> text) appear read-only at /run/legorl/<name> (generated agent config);
-    `stage_tree` is a directory around `binary` to mount with it (see `stage_readable`)."""
+    `stage_tree` is a directory around `binary` to mount with it (see `stage_readable`); `max_calls`
+    bounds the model calls the relay lets through (see `HostRelay`)."""
     _require_local(sandbox)
     staged, rel = stage_readable(binary, tree=stage_tree)
     binds: dict[str, Path] = sandbox.ro_binds  # type: ignore[attr-defined]
-    async with HostRelay(endpoint.anthropic_base_url) as relay:
+    async with HostRelay(endpoint.anthropic_base_url, max_calls=max_calls) as relay:
         (relay.dir / "agent").mkdir()
         (relay.dir / "agent").chmod(0o755)
         for name, text in (files or {}).items():
@@ -92,7 +95,7 @@ async def run_cli_in_sandbox(
         finally:
             for at in (AGENT_MOUNT, RELAY_MOUNT):
                 binds.pop(at, None)
-        requests = relay.requests
+        requests, refused = relay.requests, relay.refused
     run = CliRun(
         exit_code=out.exit_code,
         timed_out=out.timed_out,
@@ -101,6 +104,7 @@ async def run_cli_in_sandbox(
         duration_s=out.duration_s,
         relay_requests=requests,
         oom_killed=oom,
+        refused_calls=refused,
     )
     log_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):
