@@ -44,8 +44,10 @@ async def healthcheck(sandbox: Sandbox, task: Task) -> int:
         failures += 0 if in_start else 1
         if failures >= max(hc.retries, 1):
             why = "timed out" if r.timed_out else f"exit code {r.exit_code}"
-            raise SandboxError(f"healthcheck failed {failures} time(s) ({why}): {hc.command!r}\n"
-                               f"{tail(r.stdout + r.stderr, 600).strip()}")
+            lines = [x.strip() for x in tail(r.stdout + r.stderr, 300).splitlines() if x.strip()]
+            said = " | ".join(lines)[-200:]  # one line: it becomes the trial's reason
+            raise SandboxError(f"healthcheck failed {failures} time(s) ({why}) after {attempts} attempt(s) in "
+                               f"{time.monotonic() - t0:.1f}s: {hc.command!r}" + (f"; output: {said}" if said else ""))
         await asyncio.sleep(hc.start_interval_sec if in_start else hc.interval_sec)
 
 

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from legorl.agents.base import Scaffold, ScaffoldLimits, ScaffoldResult, load_scaffold
-from legorl.env import SandboxError, make_sandbox, phases, verify
+from legorl.env import SandboxError, make_sandbox, phases, separate, verify
 from legorl.env.base import Sandbox
 from legorl.env.verifier import VerifyResult
 from legorl.proxy.record import SessionRecord
@@ -69,10 +69,11 @@ def _short(exc: BaseException) -> str:
 
 
 def _with_tail(exc: BaseException, n: int = 800) -> str:
-    """First line and the end of a multi-line error (a failed build's line and its output's tail)."""
+    """First line and the end of a multi-line error (a failed build's line and its output's tail), as one
+    line (" | " between the lines): a trial's reason is one line in results, logs and the dashboard."""
     lines = str(exc).strip().splitlines()
-    rest = "\n".join(lines[1:])
-    return _short(exc) + (f"\n{rest[-n:]}" if rest else "")
+    rest = " | ".join(x.strip() for x in lines[1:] if x.strip())
+    return _short(exc) + (f" | {rest[-n:]}" if rest else "")
 
 
 class AgentLoopWorker:
@@ -138,6 +139,9 @@ class _Trial:
             return result
         finally:
             tdir.cleanup()
+
+    def _new_sandbox(self, task: Any) -> Sandbox:
+        return self.w._make_sandbox(task, backend=self.cfg.backend, **self.cfg.sandbox_opts)
 
     async def _start_sandbox(self) -> Sandbox | None:
         t0 = time.monotonic()
@@ -244,8 +248,14 @@ class _Trial:
     async def _verify_phase(self, sandbox: Sandbox, tdir: TrialDir) -> None:
         t0 = time.monotonic()
         limit = self.cfg.verifier_timeout_sec or self.task.verifier_timeout_sec
+        hard = limit + self.cfg.grace_sec
+        if self.task.verifier_separate:  # a fresh environment holding only the artifacts (legorl.env.separate)
+            check = separate.verify_separate(sandbox, self.task, self._new_sandbox, timeout=limit)
+            hard += self.cfg.setup_timeout_sec or self.task.build_timeout_sec
+        else:
+            check = verify(sandbox, self.task, timeout=limit)
         try:
-            self.vres = await asyncio.wait_for(verify(sandbox, self.task, timeout=limit), limit + self.cfg.grace_sec)
+            self.vres = await asyncio.wait_for(check, hard)
         except TimeoutError:
             self.vres = VerifyResult(None, outcome="verifier_error", reason=f"verifier hung past {limit:.0f}s")
         except (Exception, SandboxError) as exc:

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+vcheck ok > "$ANSWER_FILE"
