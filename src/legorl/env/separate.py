@@ -31,11 +31,13 @@ def verifier_task(task: Task, root: Path) -> Task:
     root.mkdir(parents=True, exist_ok=True)
     tests_df = task.tests_dir / "Dockerfile"
     env_src = task.tests_dir if tests_df.is_file() else task.environment_dir
+    # Copies, not symlinks: a backend packs these trees (docker's build context, uploads), and the
+    # copy hashes like the original, so the local build cache is shared with the agent's environment.
     if env_src.is_dir():
-        (root / "environment").symlink_to(env_src.resolve(), target_is_directory=True)
+        shutil.copytree(env_src, root / "environment", symlinks=True)
     else:
         (root / "environment").mkdir()
-    (root / "tests").symlink_to(task.tests_dir.resolve(), target_is_directory=True)
+    shutil.copytree(task.tests_dir, root / "tests", symlinks=True)
     return dataclasses.replace(
         task, path=root, verifier_separate=False, healthcheck=None, artifacts=(),
         agent_network=task.verifier_network, agent_env={}, agent_user=task.verifier_user,
@@ -66,7 +68,7 @@ async def verify_separate(agent: Sandbox, task: Task, make: Callable[[Task], San
     """Runs the task's tests in a fresh sandbox from `make` holding only the agent's artifacts."""
     with tempfile.TemporaryDirectory(prefix="legorl-verifier-") as d:
         tmp = Path(d)
-        vtask = verifier_task(task, tmp / "task")
+        vtask = await asyncio.to_thread(verifier_task, task, tmp / "task")
         sb = make(vtask)
         try:
             try:
