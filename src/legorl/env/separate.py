@@ -100,3 +100,11 @@ async def _logs_back(sb: Sandbox, agent: Sandbox, tmp: Path) -> None:
         pass  # the logs are a convenience; the verdict is already in the result
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def verify_trial(sandbox: Sandbox, task: Task, make: Callable[[Task], Sandbox],
+                       timeout: float | None = None) -> VerifyResult:
+    """`verify`, or `verify_separate` when the task asks for a separate verifier environment."""
+    if task.verifier_separate:
+        return await verify_separate(sandbox, task, make, timeout)
+    return await verify(sandbox, task, timeout=timeout)

@@ -38,17 +38,20 @@ class CheckResult:
 
 
 async def _trial(task: Task, oracle: bool, backend: str) -> float:
-    from legorl.env import make_sandbox, run_oracle, verify
+    from legorl.env import make_sandbox, phases, run_oracle
+    from legorl.env.separate import verify_trial
 
     sb = make_sandbox(task, backend=backend)
     await sb.start()
     try:
+        await phases.healthcheck(sb, task)  # as a trial does: the image's service is up before the agent
+        await phases.enter_phase(sb, "agent")
         if oracle:
             res = await run_oracle(sb, task)
             if not res.ok:
                 tail = (res.stdout + res.stderr).strip()[-300:]
                 raise RuntimeError(f"solution/solve.sh exited {res.exit_code}: {tail}")
-        result = await verify(sb, task)
+        result = await verify_trial(sb, task, lambda t: make_sandbox(t, backend=backend))
         if result.reward is None:
             raise RuntimeError(f"verifier_error: {result.reason}")
         return float(result.reward)
