@@ -30,6 +30,12 @@ class CappedBuffer:
             if len(self._tail) > self.tail_cap:
                 del self._tail[: len(self._tail) - self.tail_cap]
 
+    def discard(self) -> None:
+        """Keeps nothing from now on (the stream of a command that returned, drained only to the end)."""
+        self.head_cap = self.tail_cap = 0
+        self._head.clear()
+        self._tail.clear()
+
     @property
     def truncated(self) -> bool:
         return self.total > len(self._head) + len(self._tail)

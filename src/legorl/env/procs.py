@@ -318,7 +318,7 @@ async def run(
         rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
         if rc < 0:
             rc = 128 - rc  # killed by a signal: the shell convention (137 = SIGKILL)
-    return RunOutput(
+    result = RunOutput(
         exit_code=124 if timed_out else rc,
         stdout=out.getvalue(),
         stderr=err.getvalue(),
@@ -326,3 +326,7 @@ async def run(
         timed_out=timed_out,
         truncated=out.truncated or err.truncated,
     )
+    if proc.pid in _DETACHED_PIDS:  # leftovers' later output is read only to keep their pipes open
+        out.discard()
+        err.discard()
+    return result
