@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import sys
 
 from legorl.env import procs
@@ -68,6 +69,17 @@ while True:
 """
 
 
+def _holder_argv() -> list[str]:
+    """util-linux + iproute2 where the host has them (one exec chain, ~30 ms), else the Python holder."""
+    tools = [shutil.which(t) for t in ("setpriv", "unshare", "ip", "sleep")]
+    if all(tools):
+        setpriv, unshare, ip, sleep = tools
+        return [setpriv, "--pdeathsig", "KILL", unshare, "--net", "--", "/bin/sh", "-c",
+                f"{ip} link set lo up && echo ready && exec {sleep} infinity"]
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    return [python, "-I", "-S", "-c", _HOLDER]
+
+
 class SharedNet:
     """One network namespace (loopback only) that every exec of a trial joins; root only."""
 
@@ -81,9 +93,8 @@ class SharedNet:
         if os.geteuid() != 0:
             self.error = "needs root"
             return None
-        python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
         self.proc = await asyncio.create_subprocess_exec(
-            python, "-I", "-S", "-c", _HOLDER, stdin=asyncio.subprocess.DEVNULL,
+            *_holder_argv(), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
         assert self.proc.stdout is not None and self.proc.stderr is not None
         try:
