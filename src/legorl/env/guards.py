@@ -5,6 +5,10 @@ is to prepare the verifier's ground: plant a reward file or other files in /logs
 /tests so an upload merges into its copy, or leave a process behind that edits either during
 verification. These checks detect each, and `verify` reports them as flags on its result.
 All checks run through `Sandbox.exec`, so they hold for every backend.
+A process still running during verification is a different threat from a planted file: it could write
+the reward after these checks. Backends either stop such processes before test.sh (docker,
+kubernetes) or fence the verifier's paths off from them (local: `legorl.env.localphase`, where the
+reward dir the verifier writes is one no agent process can see).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Harbor tasks run unmodified because their paths exist: the task's workdir (a fresh writable copy of
 environment/), /logs/agent and /logs/verifier, a private /tmp and home; /tests appears only for
 verification and /solution only for the oracle. Everything else is the host's system, read-only.
-State lives in per-trial host directories, so each `exec` is an independent bwrap call.
+State lives in per-trial host directories, so each `exec` is an independent bwrap call; processes an
+exec leaves running live on until the trial ends, on one loopback per trial (`legorl.env.persist`).
 """
 
 from __future__ import annotations
