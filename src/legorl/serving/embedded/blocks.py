@@ -1,8 +1,9 @@
 """Paged KV storage with a hash-chained prefix cache under a fixed token budget.
 
-The pool owns `num_blocks` blocks of `block_size` token slots. K/V live slot-major,
-`[layers, slots + 1, kv_heads, head_dim]` (the extra slot is an all-zero pad used when gathering
-left-padded batches), so one index op gathers or scatters every layer at once.
+The pool owns `num_blocks` blocks of `block_size` token slots. K/V live head-major per layer,
+`[layers, kv_heads, (num_blocks + 1) * block_size, head_dim]`: a block of one head is one contiguous run,
+so attention gathers a layer's blocks with one block-granular index op (paged.py), and the extra
+all-zero block (`pad_block`) pads rows of a batch to the same length.
 
 A full block is registered under the hash of (parent block hash, its tokens): two sequences that
 share a prefix share those blocks. Blocks nobody references stay cached (LRU) until space is needed.
@@ -47,13 +48,13 @@ class BlockPool:
             raise ValueError(f"KV budget too small: {num_blocks} blocks of {block_size} tokens")
         self.num_blocks = num_blocks
         self.block_size = block_size
-        self.pad_slot = num_blocks * block_size
-        shape = (num_layers, self.pad_slot + 1, kv_heads, head_dim)
+        self.pad_block = num_blocks
+        shape = (num_layers, kv_heads, (num_blocks + 1) * block_size, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # KV lives with the model
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         # routed experts per slot [slots, moe_layers, top_k] (MoE only), so cached prefixes keep theirs
         self.routing = (
-            torch.full((self.pad_slot, *routing_shape), -1, dtype=torch.int16) if routing_shape else None
+            torch.full((num_blocks * block_size, *routing_shape), -1, dtype=torch.int16) if routing_shape else None
         )
         self.ref = [0] * num_blocks
         self.block_hash: list[bytes | None] = [None] * num_blocks
@@ -140,9 +141,3 @@ class BlockPool:
         pos = torch.arange(start, end)
         table = torch.tensor(blocks, dtype=torch.long)
         return table[pos // self.block_size] * self.block_size + pos % self.block_size
-
-    def write(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """k, v: [layers, n, kv_heads, head_dim] for the n slots."""
-        slots = slots.to(self.k.device)
-        self.k[:, slots] = k
-        self.v[:, slots] = v

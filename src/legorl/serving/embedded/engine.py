@@ -1,11 +1,12 @@
 """The embedded engine: an HF causal LM served with continuous batching on CPU (or one GPU).
 
 One background thread owns the model and the KV pool and runs the scheduler loop: apply commands
-(submit, abort, weight update, pause), admit waiting requests (prefill, reusing cached prefix
-blocks), then one batched decode step over every running request. A request that arrives while
-others decode joins the batch at the next step. When the KV budget runs out, the youngest running
-request is preempted and later recomputed (its sampled tokens are kept; cached blocks make the
-recompute cheap). The asyncio side only enqueues commands and awaits futures.
+(submit, abort, weight update, pause), then one packed step: every running request's next token plus
+prompt chunks of running and newly admitted requests, up to a token budget (scheduler.py), in one
+forward whose attention reads the paged pool in place (paged.py), then one vectorised sampling pass.
+A request that arrives while others decode joins at the next step. When the KV budget runs out, the
+youngest running request is preempted and later recomputed (its sampled tokens are kept; cached
+blocks make the recompute cheap). The asyncio side only enqueues commands and awaits futures.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from typing import Any, Literal
 import torch
 
 from legorl.models.moe import RoutingRecorder
+from legorl.serving.embedded.batch import Work
 from legorl.serving.embedded.blocks import BlockPool, chain_hashes
 from legorl.serving.embedded.channel import CommandChannel
 from legorl.serving.embedded.checks import check_ids, check_request, copy_weights
 from legorl.serving.embedded.omp import release_idle_workers
 from legorl.serving.embedded.runner import ModelRunner, model_device, probe_kv_dims
 from legorl.serving.embedded.sampler import sample_rows
+from legorl.serving.embedded.scheduler import Scheduler
 from legorl.serving.embedded.sequence import Sequence
 from legorl.serving.types import (
     ContextLengthError,
@@ -59,7 +62,7 @@ class EmbeddedEngine:
         block_size: int = 16,
         max_num_seqs: int = 32,
         max_model_len: int | None = None,
-        prefill_chunk: int = 512,
+        prefill_chunk: int = 512,  # the step's token budget (decode rows + prompt chunks)
         seed: int = 0,
         eos_token_ids: list[int] | None = None,
         enable_prefix_caching: bool = True,
@@ -88,20 +91,19 @@ class EmbeddedEngine:
             max(kv_budget_tokens // block_size, 2), block_size, dims.layers, dims.kv_heads, dims.head_dim,
             dims.dtype, routing_shape, device=model_device(model),
         )
-        self.runner = ModelRunner(model, self.pool, self.recorder, prefill_chunk)
+        self.runner = ModelRunner(model, self.pool, self.recorder)
+        self.scheduler = Scheduler(self.pool, max_num_seqs, prefill_chunk, enable_prefix_caching)
         self._seed = seed
         self._order = itertools.count()
         self._version = 0
-        self._waiting: deque[Sequence] = deque()
-        self._running: list[Sequence] = []
+        self._waiting: deque[Sequence] = self.scheduler.waiting
+        self._running: list[Sequence] = self.scheduler.running
         self._channel = CommandChannel()
         self._barriers: deque[tuple[Any, ...]] = deque()
         self._thread: threading.Thread | None = None
         self._closed = False
         self._paused = False
-        self._counters = dict.fromkeys(
-            ["prefill_computed", "prefill_cached", "generated", "preemptions", "finished", "prefill_s", "decode_s"], 0
-        )
+        self._counters = dict.fromkeys(["generated", "finished", "prefill_s", "decode_s"], 0)
         self._release_caller_omp()  # the probe forward above started one on this thread
 
     def _release_caller_omp(self) -> None:
@@ -183,7 +185,7 @@ class EmbeddedEngine:
         return PrefixProbe(len(self.pool.match(hashes)) * self.block_size, len(token_ids))
 
     def stats(self) -> EngineStats:
-        c = self._counters
+        c = {**self._counters, **self.scheduler.counters}
         return EngineStats(
             weight_version=self._version, running=len(self._running), waiting=len(self._waiting),
             kv_cache_usage=self.pool.usage(), kv_budget_tokens=self.pool.num_blocks * self.block_size,
@@ -205,6 +207,7 @@ class EmbeddedEngine:
             await fut
             await loop.run_in_executor(None, self._thread.join)
         self.recorder.remove()
+        self.runner.close()
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _check_ids(self, ids: list[int]) -> None:
@@ -300,6 +303,7 @@ class EmbeddedEngine:
     def _step(self) -> bool:
         if self._barriers and not self._in_flight():
             kind, *args = self._barriers.popleft()
+            self.scheduler.requeue_unstarted()  # their KV would mix versions / they hold nothing yet
             if kind == "update":
                 try:
                     self._apply_weights(args[0], args[1])
@@ -310,120 +314,49 @@ class EmbeddedEngine:
                 self._paused = True
                 self._channel.resolve(args[-1], None)
             return True
-        admitted = False
-        if self._waiting and len(self._running) < self.max_num_seqs:
-            head = self._waiting[0]
-            # a pending barrier or pause holds new work, but preempted requests still finish
-            if head.num_generated > 0 or not (self._barriers or self._paused):
-                t0 = time.perf_counter()
-                admitted = self._admit(head)
-                self._counters["prefill_s"] += time.perf_counter() - t0
-        decoding = [s for s in self._running if s.num_computed == len(s.tokens) - 1]
-        if decoding:
-            t0 = time.perf_counter()
-            self._decode(decoding)
-            self._counters["decode_s"] += time.perf_counter() - t0
-        return admitted or bool(decoding) or bool(self._barriers)
-
-    def _admit(self, seq: Sequence) -> bool:
-        pool, bs, tokens = self.pool, self.block_size, seq.tokens
-        hashes = chain_hashes(tokens, bs, self._root())
-        matched = pool.match(hashes[: (len(tokens) - 1) // bs]) if self.enable_prefix_caching else []
-        for b in matched:
-            pool.acquire(b)
-        need = -(-len(tokens) // bs) - len(matched)
-        if pool.available() < need:
-            pool.release(matched)
-            if not self._running:  # nothing will free up: cannot happen after _validate, but never hang
-                self._waiting.popleft()
-                self._finish_error(seq, ContextLengthError("request does not fit the KV budget", len(tokens), 0))
-            return False
-        self._waiting.popleft()
-        seq.blocks = matched + [pool.allocate() for _ in range(need)]  # type: ignore[misc]
-        start = len(matched) * bs
-        if seq.cached_prompt_tokens is None:
-            seq.cached_prompt_tokens = start
-            seq.t_start = time.perf_counter()
-            seq.weight_version = self._version
-        self._counters["prefill_cached"] += start
-        self._counters["prefill_computed"] += len(tokens) - start
-        if start and pool.routing is not None:
-            seq.add_routing(0, pool.routing[pool.slots(seq.blocks, 0, start)])
-        try:
-            logits, routing = self.runner.prefill(tokens, seq.blocks, start)
-        except Exception as exc:  # this request's failure is its own: the batch goes on
-            log.exception("prefill of request %s failed", seq.id)
-            self.pool.release(seq.blocks)
-            seq.blocks = []
-            self._finish_error(seq, EngineError(f"prefill failed: {exc!r}"))
-            return True
-        if routing is not None and pool.routing is not None:
-            pool.routing[pool.slots(seq.blocks, start, len(tokens))] = routing
-        seq.add_routing(start, routing)
-        if self.enable_prefix_caching:
-            for i in range(len(matched), len(tokens) // bs):
-                pool.register(seq.blocks[i], hashes[i])
-        seq.hashes = hashes[: len(tokens) // bs]
-        seq.num_computed = len(tokens)
-        self._running.append(seq)
-        self._sample([seq], logits[None])
+        work = self.scheduler.schedule(self._root(), hold_new=bool(self._barriers or self._paused))
+        if not work:
+            stuck = self.scheduler.fits_nothing()
+            if stuck is not None:  # cannot happen after _validate, but never hang
+                self._finish_error(stuck, ContextLengthError("request does not fit the KV budget", len(stuck.tokens), 0))
+            return bool(self._barriers)
+        # a mixed step's time is shared out by tokens: decode rows are one token each
+        n_dec = sum(1 for w in work if w.n == 1 and w.seq.num_generated > 0)
+        total = sum(w.n for w in work)
+        t0 = time.perf_counter()
+        self._run(work)
+        dt = time.perf_counter() - t0
+        self._counters["decode_s"] += dt * n_dec / total
+        self._counters["prefill_s"] += dt * (total - n_dec) / total
         return True
 
-    def _ensure_block(self, seq: Sequence) -> bool:
-        if seq.num_computed < len(seq.blocks) * self.block_size:
-            return True
-        while True:
-            b = self.pool.allocate()
-            if b is not None:
-                seq.blocks.append(b)
-                return True
-            victim = max(self._running, key=lambda s: s.order)
-            self._preempt(victim)
-            if victim is seq:
-                return False
-
-    def _preempt(self, seq: Sequence) -> None:
-        self._running.remove(seq)
-        self.pool.release(seq.blocks)
-        seq.blocks, seq.hashes, seq.num_computed = [], [], 0
-        self._waiting.appendleft(seq)
-        self._counters["preemptions"] += 1
-        self.runner.invalidate()
-
-    def _decode(self, seqs: list[Sequence]) -> None:
-        # allocating for one row may preempt another: re-check membership before and after
-        seqs = [s for s in seqs if s in self._running and self._ensure_block(s)]
-        seqs = [s for s in seqs if s in self._running]
-        if not seqs:
-            return
-        rows = [(s.order, s.blocks, s.num_computed, s.tokens[s.num_computed]) for s in seqs]
+    def _run(self, work: list[Work]) -> None:
         try:
-            logits, routing = self.runner.decode(rows)
-        except Exception as exc:  # find the row at fault one by one; the others go on
-            self.runner.invalidate()
-            if len(seqs) > 1:
-                for s in seqs:
-                    if s in self._running:
-                        self._decode([s])
+            inputs, logits, routing = self.runner.step(work)
+        except Exception as exc:  # find the request at fault one by one; the others go on
+            if len(work) > 1:
+                for w in work:
+                    if w.seq in self._running:
+                        self._run([w])
                 return
-            log.exception("decode of request %s failed", seqs[0].id)
-            self._finish_error(seqs[0], EngineError(f"decode failed: {exc!r}"))
+            log.exception("step of request %s failed", work[0].seq.id)
+            self._finish_error(work[0].seq, EngineError(f"forward failed: {exc!r}"))
             return
-        pool, bs = self.pool, self.block_size
-        for i, s in enumerate(seqs):
-            pos = s.num_computed
-            if routing is not None and pool.routing is not None:
-                pool.routing[pool.slots(s.blocks, pos, pos + 1)] = routing[i : i + 1]
-                s.add_routing(pos, routing[i : i + 1])
-            s.num_computed += 1
-            if s.num_computed % bs == 0:
-                idx = s.num_computed // bs - 1
-                parent = s.hashes[-1] if s.hashes else self._root()
-                h = chain_hashes(s.tokens[idx * bs : s.num_computed], bs, parent)[0]
-                s.hashes.append(h)
-                if self.enable_prefix_caching:
-                    pool.register(s.blocks[idx], h)
-        self._sample(seqs, logits)
+        pool, root = self.pool, self._root()
+        t0 = 0
+        sampling: list[Sequence] = []
+        for w in inputs.work:
+            if routing is not None:
+                rows = routing[t0 : t0 + w.n]
+                if pool.routing is not None:
+                    pool.routing[pool.slots(w.seq.blocks, w.start, w.start + w.n)] = rows
+                w.seq.add_routing(w.start, rows)
+            t0 += w.n
+            self.scheduler.computed(w, root)
+            if w.samples:
+                sampling.append(w.seq)
+        if sampling:
+            self._sample(sampling, logits)
 
     def _sample(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
         try:
@@ -438,6 +371,8 @@ class EmbeddedEngine:
             return
         now = time.perf_counter()
         for s, t, lp in zip(seqs, toks, lps, strict=True):
+            if s.num_generated == 0:
+                s.weight_version = self._version
             s.tokens.append(t)
             s.logprobs.append(lp)
             s.t_first = s.t_first or now
@@ -449,13 +384,7 @@ class EmbeddedEngine:
                 self._finish(s, "length")
 
     def _release(self, seq: Sequence) -> None:
-        if seq in self._running:
-            self._running.remove(seq)
-            self.pool.release(seq.blocks)
-            seq.blocks = []
-            self.runner.invalidate()
-        elif seq in self._waiting:
-            self._waiting.remove(seq)
+        self.scheduler.remove(seq)
         seq.finished = True
 
     def _finish(self, seq: Sequence, reason: FinishReason) -> TokenOutput:
@@ -480,5 +409,4 @@ class EmbeddedEngine:
         """Validate every tensor first, then copy in place: a bad update changes nothing."""
         copy_weights(self.model, state_dict)
         self.pool.clear_cache()
-        self.runner.invalidate()
         self._version = int(version)

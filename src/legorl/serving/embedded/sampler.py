@@ -19,53 +19,65 @@ import torch
 from legorl.serving.types import MAX_TEMPERATURE, MIN_TOP_P, SamplingParams
 
 
-def _filter(scaled: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """Mask logits outside top-k / nucleus top-p with -inf (1-D tensor); the best token is always kept."""
-    if 0 < top_k < scaled.numel():
-        kth = torch.topk(scaled, top_k).values[-1]
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(scaled, descending=True)
-        probs = torch.softmax(sorted_logits, dim=-1)
-        # drop tokens once the mass *before* them already reaches top_p (always keep the first)
-        drop = (probs.cumsum(-1) - probs) >= max(top_p, MIN_TOP_P)
-        drop[0] = False
-        scaled = scaled.clone()
-        scaled[order[drop]] = float("-inf")
-    return scaled
-
-
 def _temperature(p: SamplingParams) -> float:
     t = float(p.temperature)
     return 0.0 if not t > 0 or math.isnan(t) else min(t, MAX_TEMPERATURE)
 
 
-def sample_row(row: torch.Tensor, p: SamplingParams, gen: torch.Generator) -> tuple[int, float]:
-    """One token of one row [V] (fp32): (token id, logprob)."""
+def _filter_rows(scaled: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Mask logits outside top-k / nucleus top-p with -inf, rows [G, V] that share the knobs; the best token
+    of a row is always kept."""
+    if 0 < top_k < scaled.shape[-1]:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(scaled, dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # drop tokens once the mass *before* them already reaches top_p (always keep the first)
+        drop = (probs.cumsum(-1) - probs) >= max(top_p, MIN_TOP_P)
+        drop[:, 0] = False
+        scaled = scaled.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+    return scaled
+
+
+def _prepare(rows: torch.Tensor, p: SamplingParams) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Rows [G, V] with the same knobs, one batched pass: (logprobs, sampling CDF or None when greedy)."""
     temp = _temperature(p)
-    if temp > 0:
-        scaled = row / temp
-        lps = torch.log_softmax(scaled, dim=-1)
-        probs = torch.softmax(_filter(scaled, p.top_k, p.top_p), dim=-1)
-        total = float(probs.sum())
-        if math.isfinite(total) and total > 0 and bool(torch.isfinite(probs).all()):
-            tok = int(torch.multinomial(probs, 1, generator=gen))
-            return tok, float(lps[tok])
-        tok = int(torch.argmax(lps))  # degenerate distribution: the mode, under the same temperature
-        return tok, float(lps[tok])
-    tok = int(torch.argmax(row))
-    return tok, float(torch.log_softmax(row, dim=-1)[tok])
+    if temp <= 0:
+        return torch.log_softmax(rows, dim=-1), None
+    scaled = rows / temp
+    return torch.log_softmax(scaled, dim=-1), torch.softmax(_filter_rows(scaled, p.top_k, p.top_p), dim=-1).cumsum(-1)
+
+
+def _draw(lps: torch.Tensor, cdf: torch.Tensor | None, u: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draw per row from its own uniform: the first index whose cumulative mass exceeds
+    u * total (never a zero-probability token); a degenerate row takes the mode."""
+    if cdf is None:
+        return torch.argmax(lps, dim=-1)
+    total = cdf[:, -1]
+    x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
+    toks = torch.searchsorted(cdf, x[:, None], right=True)[:, 0].clamp_(max=cdf.shape[-1] - 1)
+    ok = torch.isfinite(total) & (total > 0) & torch.isfinite(cdf).all(-1)
+    return toks if bool(ok.all()) else torch.where(ok, toks, torch.argmax(lps, dim=-1))
 
 
 def sample_rows(
     logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator]
 ) -> tuple[list[int], list[float]]:
-    """Sample one token per row of `logits` [B, V]. Returns (token ids, logprobs)."""
+    """Sample one token per row of `logits` [B, V], rows with the same knobs together. Returns (token ids,
+    logprobs). Each row's draw is one uniform from its own generator, taken only once every group's
+    distribution is built: a seed fixes a row's sample whatever else is in the batch, even a row that fails."""
     logits = logits.float()
-    tokens: list[int] = []
-    logprobs: list[float] = []
-    for row, p, gen in zip(logits, params, generators, strict=True):
-        tok, lp = sample_row(row, p, gen)
-        tokens.append(tok)
-        logprobs.append(lp)
+    groups: dict[tuple[float, int, float], list[int]] = {}
+    for i, p in enumerate(params):
+        groups.setdefault((_temperature(p), p.top_k, p.top_p), []).append(i)
+    prepared = [(idx, *_prepare(logits[idx] if len(idx) < len(params) else logits, params[idx[0]]))
+                for idx in groups.values()]
+    tokens: list[int] = [0] * len(params)
+    logprobs: list[float] = [0.0] * len(params)
+    for idx, lps, cdf in prepared:
+        u = torch.cat([torch.rand(1, generator=generators[i]) for i in idx]) if cdf is not None else None
+        toks = _draw(lps, cdf, u)
+        for i, t, lp in zip(idx, toks.tolist(), lps.gather(1, toks[:, None])[:, 0].tolist(), strict=True):
+            tokens[i], logprobs[i] = t, lp
     return tokens, logprobs

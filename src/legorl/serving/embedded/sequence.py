@@ -11,7 +11,7 @@ import torch
 from legorl.serving.types import FinishReason, GenerateRequest, TokenOutput
 
 
-@dataclass
+@dataclass(eq=False)  # identity: the scheduler looks requests up in its lists
 class Sequence:
     request: GenerateRequest
     future: asyncio.Future

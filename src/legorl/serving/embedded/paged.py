@@ -1,0 +1,148 @@
+"""Attention that reads and writes the paged KV pool in place, as an HF attention backend.
+
+One engine step is one packed forward: every scheduled token of every request in a single row
+(`input_ids` [1, T], per-token `position_ids`), decode rows first, then prefill chunks. The model runs
+unchanged; its attention modules call `paged_attention` (registered under `BACKEND` and set on the
+engine's model config), which for layer l:
+
+- writes the step's new K/V into the pool at their slots (so nothing is gathered into a per-batch cache
+  and nothing is re-gathered when batch membership changes),
+- decode rows: gathers each row's blocks of layer l (block-granular `index_select`) and runs one batched
+  GQA attention over them, padded to the longest row and masked,
+- prefill chunks: causal SDPA over the chunk (and the request's earlier blocks when it has a prefix).
+
+Outside an engine step (the trainer, a teacher-forced forward on the same model object) the backend
+delegates to the model's original implementation, so sharing a model with the engine changes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from transformers import AttentionInterface
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+BACKEND = "legorl_paged"
+_ORIGINAL = "_legorl_original_attn"
+_local = threading.local()
+
+
+@dataclass
+class PrefillPart:
+    """A chunk of one request: packed tokens [t0, t0 + n) at positions [start, start + n)."""
+
+    t0: int
+    n: int
+    start: int
+    blocks: torch.Tensor  # block ids covering positions [0, start + n)
+
+
+@dataclass
+class StepBatch:
+    """What every layer of one step needs, built once (see batch.py)."""
+
+    k: torch.Tensor  # pool K [layers, kv_heads, slots, head_dim]
+    v: torch.Tensor
+    block_size: int
+    write_slots: torch.Tensor  # [T] pool slot of each packed token
+    n_dec: int = 0  # packed tokens [0, n_dec) are one-token rows
+    dec_blocks: torch.Tensor | None = None  # [n_dec * blocks_per_row] (pad block past a row's end)
+    dec_mask: torch.Tensor | None = None  # [1, n_dec, 1, blocks_per_row * block_size] additive
+    prefills: list[PrefillPart] = field(default_factory=list)
+
+
+@contextmanager
+def active(step: StepBatch):
+    """Route this thread's attention calls to the pool for one forward."""
+    _local.step = step
+    try:
+        yield
+    finally:
+        _local.step = None
+
+
+def _original(module):
+    name = getattr(module.config, _ORIGINAL, None) or "sdpa"
+    if name in ALL_ATTENTION_FUNCTIONS:
+        return ALL_ATTENTION_FUNCTIONS[name]
+    # "eager" lives in each modeling file
+    return sys.modules[type(module).__module__].eager_attention_forward
+
+
+def _gather(pool_l: torch.Tensor, blocks: torch.Tensor, bs: int) -> torch.Tensor:
+    """[kv_heads, len(blocks) * bs, head_dim] of one layer, in block-table order."""
+    h, _, d = pool_l.shape
+    return pool_l.view(h, -1, bs * d).index_select(1, blocks).view(h, -1, d)
+
+
+def paged_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+    step: StepBatch | None = getattr(_local, "step", None)
+    if step is None:
+        return _original(module)(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    layer = module.layer_idx
+    pk, pv = step.k[layer], step.v[layer]
+    pk.index_copy_(1, step.write_slots, key[0])
+    pv.index_copy_(1, step.write_slots, value[0])
+    _, heads, t, d = query.shape
+    kvh = key.shape[1]
+    g = heads // kvh
+    scale = scaling if scaling is not None else d**-0.5
+    out = query.new_empty(t, heads, d)
+    bs = step.block_size
+    nd = step.n_dec
+    if nd:
+        q = query[0, :, :nd].reshape(kvh, g, nd, d).transpose(1, 2)  # [kvh, nd, g, d]
+        kg = _gather(pk, step.dec_blocks, bs).view(kvh, nd, -1, d)
+        vg = _gather(pv, step.dec_blocks, bs).view(kvh, nd, -1, d)
+        s = torch.matmul(q, kg.transpose(-1, -2))  # [kvh, nd, g, T]
+        s.mul_(scale).add_(step.dec_mask)
+        o = torch.matmul(torch.softmax(s, dim=-1), vg)  # [kvh, nd, g, d]
+        out[:nd] = o.permute(1, 0, 2, 3).reshape(nd, heads, d)
+    for p in step.prefills:
+        q = query[:, :, p.t0 : p.t0 + p.n]
+        if p.start == 0:
+            k, v, mask, causal = key[:, :, p.t0 : p.t0 + p.n], value[:, :, p.t0 : p.t0 + p.n], None, True
+        else:
+            ctx = p.start + p.n
+            k = _gather(pk, p.blocks, bs)[None, :, :ctx]
+            v = _gather(pv, p.blocks, bs)[None, :, :ctx]
+            mask = torch.ones(p.n, ctx, dtype=torch.bool).tril(p.start)
+            causal = False
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=g > 1)
+        out[p.t0 : p.t0 + p.n] = o[0].transpose(0, 1)
+    return out[None], None
+
+
+def _mask(config=None, **kwargs):
+    """Mask creation outside an engine step: the original backend's (an engine step passes a 4-D mask,
+    which HF returns as-is)."""
+    name = getattr(config, _ORIGINAL, None) or "sdpa"
+    fn = ALL_MASK_ATTENTION_FUNCTIONS.get(name, None)
+    return fn(config=config, **kwargs) if fn is not None else None
+
+
+AttentionInterface.register(BACKEND, paged_attention)
+AttentionMaskInterface.register(BACKEND, _mask)
+
+
+def install(model) -> None:
+    """Point the model's config at the paged backend (counted: engines may share a model)."""
+    cfg = model.config
+    if cfg._attn_implementation != BACKEND:
+        setattr(cfg, _ORIGINAL, cfg._attn_implementation or "sdpa")
+        cfg._attn_implementation = BACKEND
+    cfg._legorl_paged_users = getattr(cfg, "_legorl_paged_users", 0) + 1
+
+
+def uninstall(model) -> None:
+    """Give the model its original backend back once its last engine closes."""
+    cfg = model.config
+    cfg._legorl_paged_users = max(getattr(cfg, "_legorl_paged_users", 1) - 1, 0)
+    if cfg._legorl_paged_users == 0 and cfg._attn_implementation == BACKEND:
+        cfg._attn_implementation = getattr(cfg, _ORIGINAL, "sdpa")
