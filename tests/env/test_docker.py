@@ -103,3 +103,17 @@ async def test_image_built_from_dockerfile(docker_url: str, make_task) -> None:
     async with DockerSandbox(task, url=docker_url) as sb:
         r = await sb.exec("cat a.txt b.txt; echo $MODE")
         assert r.stdout == "a\nbuilt\nx\n", r
+
+
+async def test_quiesce_spares_the_images_services(docker_url: str, make_task) -> None:
+    """Processes up when the agent's phase begins (the image's ENTRYPOINT services) survive quiesce, for
+    test.sh to query; what the agent left behind does not."""
+    from legorl.env.phases import enter_phase
+
+    async with DockerSandbox(make_task(), url=docker_url, image=IMAGE) as sb:
+        await sb.exec("(sleep 1001; true) >/dev/null 2>&1 &")  # stands for a service the entrypoint started
+        await enter_phase(sb, "agent")
+        await sb.exec("(sleep 1002; true) >/dev/null 2>&1 &")  # the agent's leftover
+        await sb.quiesce()
+        r = await sb.exec("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '")
+        assert "sleep 1001" in r.stdout and "sleep 1002" not in r.stdout, r

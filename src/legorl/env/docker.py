@@ -81,6 +81,7 @@ class DockerSandbox(SandboxLifecycle):
         self.trial = uuid.uuid4().hex[:12]
         self.docker: Any = None
         self.container: Any = None
+        self._services: str | None = None  # pids up when the agent's phase began (enter_phase)
 
     async def start(self) -> None:
         aiodocker = _aiodocker()
@@ -195,9 +196,16 @@ class DockerSandbox(SandboxLifecycle):
             truncated=out.truncated or err.truncated,
         )
 
+    async def enter_phase(self, phase: str) -> None:
+        """The first phase after start (and the healthcheck): remember which processes the image runs."""
+        if self._services is None and phase in ("agent", "solution"):
+            code, out, _, _ = await self._run(["/bin/sh", "-c", remote.SNAPSHOT], "/", None, 30)
+            self._services = out.text() if code == 0 else ""
+
     async def quiesce(self) -> None:
-        """Kills the agent's leftover processes before verification (they outlive execs here)."""
-        await self._run(["/bin/sh", "-c", remote.QUIESCE], "/", None, 30)
+        """Kills the agent's leftover processes before verification (they outlive execs here), sparing
+        the image's own services (`remote.quiesce_argv`)."""
+        await self._run(remote.quiesce_argv(self._services), "/", None, 30)
 
     async def upload(self, src: Path, dst: str) -> None:
         p = PurePosixPath(dst)

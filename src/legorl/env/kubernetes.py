@@ -126,6 +126,7 @@ class KubernetesSandbox(SandboxLifecycle):
         self.network = task.limits.allow_internet if network is None else network
         self.trial = uuid.uuid4().hex[:12]
         self.name = f"legorl-{self.trial}"
+        self._services: str | None = None  # pids up when the agent's phase began (enter_phase)
         self.cfg: Any = None
         self.api: Any = None
         self.pod_created = self.policy_created = False
@@ -262,9 +263,16 @@ class KubernetesSandbox(SandboxLifecycle):
             truncated=out.truncated or err.truncated,
         )
 
+    async def enter_phase(self, phase: str) -> None:
+        """The first phase after start (and the healthcheck): remember which processes the image runs."""
+        if self._services is None and phase in ("agent", "solution"):
+            code, out, _, _ = await self._run(["/bin/sh", "-c", remote.SNAPSHOT], "/", None, 30, 4096)
+            self._services = out.text() if code == 0 else ""
+
     async def quiesce(self) -> None:
-        """Kills the agent's leftover processes before verification (they outlive execs in a pod)."""
-        await self._run(["/bin/sh", "-c", remote.QUIESCE], "/", None, 30, 4096)
+        """Kills the agent's leftover processes before verification (they outlive execs here), sparing
+        the image's own services (`remote.quiesce_argv`)."""
+        await self._run(remote.quiesce_argv(self._services), "/", None, 30, 4096)
 
     async def _put(self, data: bytes, path: str, then: str = "") -> None:
         """Writes `data` to `path` in the pod through exec stdin, then runs `then` on it."""
