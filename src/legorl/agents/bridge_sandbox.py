@@ -12,8 +12,10 @@ Timeout or cancellation kill the namespace's init, and with it every process of 
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from legorl.agents.base import SessionEndpoint
 from legorl.agents.bridge_net import HostRelay
@@ -37,6 +39,19 @@ class CliRun:
     relay_requests: int
     oom_killed: bool = False
     refused_calls: int = 0  # model calls past `max_calls` that the relay refused
+
+    def events(self) -> list[dict[str, Any]]:
+        """The JSON objects the agent printed one per line (its event stream); other lines skipped."""
+        out = []
+        for line in self.stdout.splitlines():
+            if line.startswith("{"):
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    out.append(event)
+        return out
 
 
 OOM_NOTE = ("was killed at the sandbox's memory limit: the agent process itself counts against the task's "

@@ -9,7 +9,6 @@ host's. Install it with `legorl agents install claude-code`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -91,13 +90,7 @@ class ClaudeCode:
 
 def parse_stream(run: CliRun) -> ScaffoldResult:
     """The outcome from Claude Code's stream-json: its final `result` event, else the exit status."""
-    events: list[dict[str, Any]] = []
-    for line in run.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                continue
+    events = run.events()
     result = next((e for e in reversed(events) if e.get("type") == "result"), None)
     tools = sum(
         1 for e in events if e.get("type") == "assistant"

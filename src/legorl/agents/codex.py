@@ -121,13 +121,7 @@ class Codex:
 
 def parse_events(run: CliRun) -> ScaffoldResult:
     """The outcome from `codex exec --json` (one event per line: thread/turn/item events)."""
-    events: list[dict[str, Any]] = []
-    for line in run.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                continue
+    events = run.events()
     items = [e.get("item") or {} for e in events if e.get("type") == "item.completed"]
     commands = [i for i in items if i.get("type") == "command_execution"]
     failed = [e for e in events if e.get("type") in ("turn.failed", "error")]

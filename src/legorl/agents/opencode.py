@@ -126,13 +126,7 @@ class OpenCode:
 
 def parse_events(run: CliRun) -> ScaffoldResult:
     """The outcome from `opencode run --format json` events (one JSON object per line)."""
-    events = []
-    for line in run.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                continue
+    events = run.events()
     kinds = [str(e.get("type", "")) for e in events]
     steps = kinds.count("step_start") or kinds.count("step-start")
     tools = sum(1 for k in kinds if k in ("tool_use", "tool"))
