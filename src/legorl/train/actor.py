@@ -5,6 +5,8 @@ trains on its share of the rows (balanced by tokens), and weights its loss by th
 sequence count, so the sharded step equals the single-process one. FSDP2 runs collectives in every
 forward, so each rank runs the same number of micro-batches (a rank short of rows runs a zero-weight
 one). Micro-batches are a fixed row count or packed by a token budget (`trainer.max_tokens_per_micro_batch`).
+With `trainer.share_prefix` a group's rows stay in one micro-batch (and on one rank) and their common
+prefix is forwarded once (train/prefix.py): the same loss and gradients, fewer tokens computed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from legorl.train.batch import TrainBatch
 from legorl.train.device import autocast
 from legorl.train.logprobs import token_logprobs
 from legorl.train.losses import aggregate, kl_penalty
-from legorl.train.memory import balance_rows, fixed_micro_batches, padding_ratio, token_budget_micro_batches
+from legorl.train.memory import (
+    balance_groups,
+    balance_rows,
+    fixed_micro_batches,
+    group_micro_batches,
+    padding_ratio,
+    shared_cost,
+    token_budget_micro_batches,
+)
+from legorl.train.prefix import Level, group_prefix_lengths, plan_prefixes, routing_for
 from legorl.train.registry import policy_loss
 
 
@@ -77,6 +88,7 @@ class Plan:
 
     mine: list[list[int] | None]
     padding_ratio: float
+    computed_share: float = 1.0  # positions forwarded / row tokens (below 1: shared prefixes)
 
 
 class Actor:
@@ -114,13 +126,24 @@ class Actor:
     def plan(self, batch: TrainBatch) -> Plan:
         lengths = batch.attention_mask.sum(-1).tolist()
         rank, n_ranks = world()
-        shares = balance_rows(lengths, n_ranks) if n_ranks > 1 else [list(range(batch.size))]
         budget = self.trainer.max_tokens_per_micro_batch
-        plans = [token_budget_micro_batches(lengths, s, budget) if budget
-                 else fixed_micro_batches(s, self.trainer.micro_batch_size) for s in shares]
+        if self.trainer.share_prefix:
+            prefix = group_prefix_lengths(batch.input_ids, batch.attention_mask, batch.group_ids)
+            groups = batch.group_ids
+            shares = (balance_groups(lengths, prefix, groups, n_ranks) if n_ranks > 1
+                      else [list(range(batch.size))])
+            plans = [group_micro_batches(lengths, prefix, groups, s, budget, self.trainer.micro_batch_size)
+                     for s in shares]
+            computed = sum(shared_cost(lengths, prefix, groups, mb) for p in plans for mb in p)
+        else:
+            shares = balance_rows(lengths, n_ranks) if n_ranks > 1 else [list(range(batch.size))]
+            plans = [token_budget_micro_batches(lengths, s, budget) if budget
+                     else fixed_micro_batches(s, self.trainer.micro_batch_size) for s in shares]
+            computed = sum(len(mb) * max(lengths[i] for i in mb) for p in plans for mb in p if mb)
         n_mb = max(len(p) for p in plans)
         mine: list[list[int] | None] = [*plans[rank], *[None] * (n_mb - len(plans[rank]))]
-        return Plan(mine, padding_ratio(lengths, [mb for p in plans for mb in p]))
+        return Plan(mine, padding_ratio(lengths, [mb for p in plans for mb in p]),
+                    computed / max(1, sum(lengths)))
 
     def _micro(self, batch: TrainBatch, plan: Plan) -> Iterator[tuple[list[int], TrainBatch, bool]]:
         """(rows, micro-batch on the device, is_filler) for this rank's plan."""
@@ -138,10 +161,24 @@ class Actor:
         r = self.replayer
         r.routing = routing_tensor(mb.routed_experts, mb.input_ids.shape[1], len(r.routers), r.routers[0].top_k)
 
-    def _forward(self, model: torch.nn.Module, mb: TrainBatch, with_entropy: bool = False):
+    def _forward(self, model: torch.nn.Module, mb: TrainBatch, with_entropy: bool = False, replay: bool = False):
+        """Logprobs (and entropy) of a micro-batch; `replay`: the actor replays its recorded routing."""
+        prefix, on_level = None, None
+        if self.trainer.share_prefix:
+            replayer = self.replayer if model is self.model else None
+            routed = mb.routed_experts if (replay and replayer is not None) else None
+            # a prefix shared under R3 must also route alike in every row: its routing joins the match
+            prefix = plan_prefixes(mb.input_ids, mb.attention_mask, mb.group_ids, routed,
+                                   fixed_levels=world()[1] > 1)
+            if replayer is not None:
+                r = replayer
+
+                def on_level(level: Level) -> None:
+                    r.routing = (routing_for(level, routed, len(r.routers), r.routers[0].top_k)
+                                 if routed is not None else None)
         with autocast(self.device, self.dtype, self.autocast):
             return token_logprobs(model, mb.input_ids, mb.attention_mask, mb.mask, self.temperature,
-                                  with_entropy=with_entropy)
+                                  with_entropy=with_entropy, prefix=prefix, on_level=on_level)
 
     @torch.no_grad()
     def compute_logprobs(
@@ -152,9 +189,10 @@ class Actor:
         model = model or self.model
         out = torch.zeros(batch.mask.shape, dtype=torch.float32, device=self.device)
         for idx, mb, filler in self._micro(batch, self.plan(batch)):
-            self._replay(mb if (replay and model is self.model) else None)
+            replaying = replay and model is self.model
+            self._replay(mb if replaying else None)
             try:
-                lp, _ = self._forward(model, mb)
+                lp, _ = self._forward(model, mb, replay=replaying)
             finally:
                 self._replay(None)
             if not filler:
@@ -220,7 +258,7 @@ class Actor:
                     continue
                 frac = weight / max(total, 1.0)
                 self._replay(mb)
-                logp, ent = self._forward(self.model, mb, with_entropy=True)
+                logp, ent = self._forward(self.model, mb, with_entropy=True, replay=True)
                 if first is not None:
                     old = logp.detach()
                     if not filler:
@@ -260,6 +298,7 @@ class Actor:
         metrics["actor/grad_norm"] = sum(grad_norms) / len(grad_norms)
         metrics["actor/lr"] = self.optimizer.param_groups[0]["lr"]
         metrics["perf/padding_ratio"] = plan.padding_ratio
+        metrics["perf/computed_token_share"] = plan.computed_share
         return metrics, first
 
     def _optimizer_step(self) -> float:

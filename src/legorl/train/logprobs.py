@@ -7,8 +7,12 @@ decoder pass but no vocabulary-sized logits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch.utils.checkpoint import checkpoint
+
+from legorl.train.prefix import Level, PrefixPlan, shared_outputs
 
 
 def token_logprobs(
@@ -19,6 +23,8 @@ def token_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     chunk: int = 1024,
+    prefix: PrefixPlan | None = None,
+    on_level: Callable[[Level], None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(input_ids[b, t] | input_ids[b, :t]) at masked positions; zeros elsewhere.
 
@@ -29,22 +35,32 @@ def token_logprobs(
     backward, so only one chunk's [chunk, V] fp32 logits ever exist (a 150k vocabulary over thousands of
     response tokens would otherwise hold several full copies for backward). Under FSDP2 the model's own
     head computes the kept positions' logits (its sharded weight is gathered inside the forward).
+
+    With `prefix` (train/prefix.py) the rows' shared prefixes are forwarded once, level by level
+    (`on_level` runs before each level's forward); the outputs at every (row, position) are the same.
     """
     dev = input_ids.device
     keep = torch.nonzero(mask[:, 1:].any(0)).flatten()  # positions p whose next token is trained
     if keep.numel() == 0:
         keep = torch.tensor([0], device=dev)
-    pos = torch.arange(input_ids.shape[1], device=dev).unsqueeze(0).expand_as(input_ids)
     nxt = (keep + 1).clamp(max=input_ids.shape[1] - 1)
     targets = input_ids[:, nxt]
     sel = (mask[:, nxt] > 0) & (keep + 1 < input_ids.shape[1])
+    b_idx, k_idx = torch.nonzero(sel, as_tuple=True)
     head = _plain_head(model)
-    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, use_cache=False)
-    if head is None:
-        out = model(**kwargs, logits_to_keep=keep).logits  # [B, K, V]
+    if prefix is not None:
+        flat, anchor = shared_outputs(model, prefix, b_idx, keep[k_idx], _n_layers(model), head is None, on_level)
     else:
-        out = _hidden_states(model, kwargs)[:, keep]  # [B, K, H]
-    flat, flat_targets = out[sel], targets[sel]
+        pos = torch.arange(input_ids.shape[1], device=dev).unsqueeze(0).expand_as(input_ids)
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, use_cache=False)
+        if head is None:
+            out = model(**kwargs, logits_to_keep=keep).logits  # [B, K, V]
+        else:
+            out = _hidden_states(model, kwargs)[:, keep]  # [B, K, H]
+        flat = out[sel]
+        # keep the graph connected even with no trained token (FSDP ranks must all run backward)
+        anchor = out.sum() * 0.0
+    flat_targets = targets[sel]
     grad = torch.is_grad_enabled()
     lps, ents = [], []
     for i in range(0, flat.shape[0], chunk):
@@ -59,14 +75,15 @@ def token_logprobs(
         lps.append(lp)
         if with_entropy:
             ents.append(ent)
-    b_idx, k_idx = torch.nonzero(sel, as_tuple=True)
     where = (b_idx, keep[k_idx] + 1)
     zeros = torch.zeros(mask.shape, dtype=torch.float32, device=dev)
-    # keep the graph connected even with no trained token (FSDP ranks must all run backward)
-    anchor = out.sum() * 0.0
     logp = zeros.index_put(where, torch.cat(lps) if lps else zeros[0, :0]) + anchor
     entropy = zeros.index_put(where, torch.cat(ents) if ents else zeros[0, :0]) if with_entropy else None
     return logp, entropy
+
+
+def _n_layers(model) -> int:
+    return int(model.config.num_hidden_layers)
 
 
 def _plain_head(model) -> torch.nn.Linear | None:

@@ -82,3 +82,63 @@ def balance_rows(lengths: Sequence[int], world: int) -> list[list[int]]:
         shares[r].append(i)
         load[r] += lengths[i]
     return [sorted(s) for s in shares]
+
+
+def shared_cost(lengths: Sequence[int], prefix: Sequence[int], groups: Sequence[str], rows: Sequence[int]) -> int:
+    """Positions a shared-prefix forward computes for `rows`: each group's prefix once, then every row's
+    suffix padded to the longest suffix."""
+    if not rows:
+        return 0
+    once = {groups[i]: prefix[i] for i in rows}
+    return sum(once.values()) + len(rows) * max(lengths[i] - prefix[i] for i in rows)
+
+
+def group_micro_batches(lengths: Sequence[int], prefix: Sequence[int], groups: Sequence[str],
+                        rows: Sequence[int], budget: int | None, size: int) -> list[list[int]]:
+    """Micro-batches that keep a group's rows together, so its prefix is forwarded once. With `budget`:
+    groups packed largest first while `shared_cost` stays within it (a group over the budget is split);
+    else `size` rows each, the rows in group order."""
+    by_group: dict[str, list[int]] = {}
+    for i in rows:
+        by_group.setdefault(groups[i], []).append(i)
+    if budget is None:
+        return fixed_micro_batches([i for g in by_group.values() for i in g], size)
+    units: list[list[int]] = []
+    for g_rows in by_group.values():  # a group over the budget alone: pieces that fit
+        cur: list[int] = []
+        for i in sorted(g_rows, key=lambda i: (-lengths[i], i)):
+            if cur and shared_cost(lengths, prefix, groups, [*cur, i]) > budget:
+                units.append(cur)
+                cur = []
+            cur.append(i)
+        units.append(cur)
+    units.sort(key=lambda u: (-shared_cost(lengths, prefix, groups, u), u[0]))
+    out: list[list[int]] = []
+    cur = []
+    for u in units:
+        if cur and shared_cost(lengths, prefix, groups, [*cur, *u]) > budget:
+            out.append(cur)
+            cur = []
+        cur = [*cur, *u]
+    if cur:
+        out.append(cur)
+    return out
+
+
+def balance_groups(lengths: Sequence[int], prefix: Sequence[int], groups: Sequence[str],
+                   world: int) -> list[list[int]]:
+    """Rows split over `world` ranks a whole group at a time, balanced by shared cost (largest first to
+    the lightest rank); each rank's rows ascending. Deterministic, like `balance_rows`."""
+    by_group: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_group.setdefault(g, []).append(i)
+    if len(by_group) < world:  # too few groups to give every rank one: split rows instead
+        return balance_rows(lengths, world)
+    units = sorted(by_group.values(), key=lambda u: (-shared_cost(lengths, prefix, groups, u), u[0]))
+    shares: list[list[int]] = [[] for _ in range(world)]
+    load = [0] * world
+    for u in units:
+        r = min(range(world), key=lambda r: (load[r], r))
+        shares[r].extend(u)
+        load[r] += shared_cost(lengths, prefix, groups, u)
+    return [sorted(s) for s in shares]
