@@ -192,3 +192,27 @@ async def test_fidelity_through_responses(proxy, hf_model):
     deltas = [abs(lp - ref[i]) for i, (m, lp) in enumerate(zip(rec.main.mask, rec.main.logprobs, strict=True)) if m]
     assert len(deltas) == sum(rec.mask) >= 3
     assert sum(deltas) / len(deltas) <= 1e-5 and max(deltas) < 1e-4
+
+
+def test_items_map_onto_the_chat_conversation():
+    """Reasoning text passes through into the next assistant message; function calls join the assistant
+    message they follow; developer is system; instructions lead and are not part of what an id keeps."""
+    from legorl.proxy.schemas_responses import ResponsesRequest, to_chat_request
+
+    req = ResponsesRequest.model_validate({"instructions": "be brief", "input": [
+        {"role": "developer", "content": [{"type": "input_text", "text": "rules"}]},
+        {"role": "user", "content": "go"},
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}], "encrypted_content": "opaque"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+        {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": '{"cmd": "ls"}'},
+        {"type": "function_call", "call_id": "c2", "name": "bash", "arguments": "not json"},
+        {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "a"}]},
+        {"type": "function_call_output", "call_id": "c2", "output": "b"},
+    ]})
+    chat, kept = to_chat_request(req, [], max_tokens=9, temperature=0.5)
+    roles = [(m.role, m.content) for m in chat.messages]
+    assert roles == [("system", "be brief"), ("system", "rules"), ("user", "go"), ("assistant", "think\nok"),
+                     ("tool", "a"), ("tool", "b")]
+    calls = chat.messages[3].tool_calls
+    assert [(c.id, c.arguments) for c in calls] == [("c1", {"cmd": "ls"}), ("c2", "not json")]
+    assert kept == chat.messages[1:] and (chat.max_tokens, chat.temperature) == (9, 0.5)
