@@ -21,7 +21,7 @@ from legorl.serving.types import (
     SamplingParams,
 )
 
-from .reference import hf_model, max_delta, prompt
+from .reference import hf_model, max_delta, prompt, teacher_forced
 
 
 @pytest.fixture
@@ -56,6 +56,40 @@ async def test_sampled_logprobs_match_teacher_forced_single_and_batched(engine, 
     # a seed fixes the sample whatever else is in the batch
     again = await engine.generate(GenerateRequest(ids, sp))
     assert again.token_ids == single.token_ids
+
+
+async def test_packed_steps_match_teacher_forced(tiny_llama_dir):
+    """Prompts admitted together, chunked (24 tokens a step) and mixed with decode rows, some over a
+    cached prefix: every logprob matches a teacher-forced forward (mean <= 1e-5, max <= 1e-4), and the
+    model the engine serves still computes exactly what it did for any other caller."""
+    model = hf_model(tiny_llama_dir)
+    eng = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096, prefill_chunk=24, seed=0)
+    try:
+        base = prompt(tiny_llama_dir, n_words=30)
+        sp = [SamplingParams(temperature=t, max_tokens=20, seed=i, ignore_eos=True) for i, t in enumerate([1.0, 0.7, 0])]
+        first = asyncio.create_task(eng.generate(GenerateRequest(base, SamplingParams(1.0, max_tokens=40, seed=9,
+                                                                                  ignore_eos=True))))
+        while eng.stats().generated_tokens < 3:
+            await asyncio.sleep(0.005)
+        prompts = [base + prompt(tiny_llama_dir, "and then", n_words=i) for i in range(3)]  # over base's blocks
+        prompts += [prompt(tiny_llama_dir, "another task", n_words=4 * i) for i in range(3)]
+        outs = await asyncio.gather(*[eng.generate(GenerateRequest(p, sp[i % 3])) for i, p in enumerate(prompts)])
+        prompts, outs = [base, *prompts], [await first, *outs]
+        temps = [1.0] + [sp[i % 3].temperature for i in range(6)]
+        deltas = []
+        for p, o, t in zip(prompts, outs, temps, strict=True):
+            ref = teacher_forced(model, p + o.token_ids, t)[len(p) - 1 :]
+            deltas += [abs(a - b) for a, b in zip(o.logprobs, ref, strict=True)]
+        assert sum(deltas) / len(deltas) <= 1e-5 and max(deltas) <= 1e-4
+        c = eng._counters
+        assert c["mixed_steps"] > 0 and c["max_prompts_per_step"] >= 2
+        assert eng.stats().prefill_tokens_cached >= 3 * (len(base) // 16) * 16
+        ids = torch.tensor([prompts[1]])
+        with torch.no_grad():
+            assert torch.equal(eng.model(input_ids=ids).logits, model(input_ids=ids).logits)
+    finally:
+        await eng.close()
+    assert eng.model.config._attn_implementation == model.config._attn_implementation
 
 
 async def test_prefix_cache_hits_skip_prefill(engine, tiny_llama_dir):

@@ -103,7 +103,10 @@ class EmbeddedEngine:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._paused = False
-        self._counters = dict.fromkeys(["generated", "finished", "prefill_s", "decode_s"], 0)
+        # steps / mixed_steps (decode rows and prompt chunks together) / most prompts in one step: for tests
+        self._counters = dict.fromkeys(
+            ["generated", "finished", "prefill_s", "decode_s", "steps", "mixed_steps", "max_prompts_per_step"], 0
+        )
         self._release_caller_omp()  # the probe forward above started one on this thread
 
     def _release_caller_omp(self) -> None:
@@ -323,11 +326,15 @@ class EmbeddedEngine:
         # a mixed step's time is shared out by tokens: decode rows are one token each
         n_dec = sum(1 for w in work if w.n == 1 and w.seq.num_generated > 0)
         total = sum(w.n for w in work)
+        c = self._counters
+        c["steps"] += 1
+        c["mixed_steps"] += bool(n_dec and n_dec < len(work))
+        c["max_prompts_per_step"] = max(c["max_prompts_per_step"], len(work) - n_dec)
         t0 = time.perf_counter()
         self._run(work)
         dt = time.perf_counter() - t0
-        self._counters["decode_s"] += dt * n_dec / total
-        self._counters["prefill_s"] += dt * (total - n_dec) / total
+        c["decode_s"] += dt * n_dec / total
+        c["prefill_s"] += dt * (total - n_dec) / total
         return True
 
     def _run(self, work: list[Work]) -> None:
