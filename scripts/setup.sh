@@ -48,6 +48,8 @@ command -v runc >/dev/null 2>&1 || need+=(runc)
 # headless Chromium + its driver: the dashboard's browser tests (Selenium uses them, downloads nothing)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+# npm: `legorl agents install claude-code|opencode|codex` and the external-scaffold tests use it
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "[setup] installing ${need[*]} (apt)"
