@@ -2,6 +2,12 @@
 
     .venv/bin/python bench/train.py [--model smollm2-135m-instruct] [--batch 8] [--seq 256] [--reps 2]
                                     [--ckpt-seq 1024] [--ranks-model tiny-llama] [--skip ckpt,ranks]
+                                    [--groups 8 --group-size 4 --prompt 134 --response 22 --system 0]
+
+0. The demo's own batch (`grouped`): `--groups` GRPO groups of `--group-size` rows of one `--prompt`-token
+   prompt (the first `--system` tokens the same in every group) and responses of ~`--response` tokens
+   (uniform +-12): legorl's step with shared prefixes (micro-batches of 4 rows as the demo, and of 16),
+   without them, and plain HF forward/backward + AdamW on the same right-padded rows, 4 per micro-batch.
 
 1. Throughput: legorl's on-policy trainer step (old logprobs fused into the gradient pass), the same with
    a separate old-logprob pass, and a plain HF forward/backward + AdamW on the same right-padded batch
@@ -69,6 +75,85 @@ def hf_step(model, opt, rows: list[TrialResult], micro: int) -> None:
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     opt.zero_grad(set_to_none=True)
+
+
+def grouped_batch(args, vocab: int) -> list[TrialResult]:
+    """The demo's shape: groups of rows of one prompt each, random tokens, varied response lengths."""
+    g = torch.Generator().manual_seed(0)
+    rng = random.Random(0)
+    system = torch.randint(0, vocab, (args.system,), generator=g).tolist()
+    out = []
+    for gi in range(args.groups):
+        prompt = system + torch.randint(0, vocab, (args.prompt - args.system,), generator=g).tolist()
+        for r in range(args.group_size):
+            n = max(1, args.response + rng.randint(-12, 12))
+            resp = torch.randint(0, vocab, (n,), generator=g).tolist()
+            toks = prompt + resp
+            spec = TrialSpec(Task(f"t{gi}", Path("."), "x"), group_id=f"g{gi}", trial_id=f"r{gi}.{r}")
+            tokens = TrialTokens(toks, [0] * len(prompt) + [1] * n, [0.0] * len(prompt) + [-2.0] * n)
+            out.append(TrialResult(spec, "failed", "", float(r % 2), tokens))
+    return out
+
+
+def hf_padded_step(model, opt, rows: list[TrialResult], micro: int) -> None:
+    """Plain HF on right-padded rows: loss over the response tokens, `micro` rows per forward/backward."""
+    n_tokens = sum(sum(r.tokens.response_mask) for r in rows)
+    for i in range(0, len(rows), micro):
+        part = rows[i : i + micro]
+        t = max(len(r.tokens.token_ids) for r in part)
+        ids = torch.zeros((len(part), t), dtype=torch.long)
+        am = torch.zeros_like(ids)
+        labels = torch.full_like(ids, -100)
+        for j, r in enumerate(part):
+            n = len(r.tokens.token_ids)
+            ids[j, :n] = torch.tensor(r.tokens.token_ids)
+            am[j, :n] = 1
+            m = torch.tensor(r.tokens.response_mask, dtype=torch.bool)
+            labels[j, :n][m] = ids[j, :n][m]
+        out = model(input_ids=ids, attention_mask=am, labels=labels)
+        k = int((labels[:, 1:] != -100).sum())
+        (out.loss * k / n_tokens).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def bench_grouped(args) -> None:
+    from transformers import AutoModelForCausalLM
+
+    rows = grouped_batch(args, 30000)
+    batch = collate(rows)
+    tokens = int(batch.attention_mask.sum())
+    distinct = args.system + args.groups * (args.prompt - args.system) + int(batch.mask.sum()) + len(rows)
+    t = trainer(args.model)  # one trainer, its settings switched per run (memory: one model + Adam state)
+    runs = {"shared, micro-batch 4": (True, 4), "shared, micro-batch 16": (True, 16),
+            "unshared, micro-batch 4": (False, 4)}
+
+    def step(share: bool, micro: int) -> None:
+        t.trainer.share_prefix = t.actor.trainer.share_prefix = share
+        t.trainer.micro_batch_size = t.actor.trainer.micro_batch_size = micro
+        t.update(batch)
+
+    hf = AutoModelForCausalLM.from_pretrained(resolve_model(args.model), dtype=torch.float32)
+    opt = torch.optim.AdamW(hf.parameters(), lr=1e-6)
+    times: dict[str, list[float]] = {k: [] for k in [*runs, "hf"]}
+    for _ in range(args.reps):  # alternate so all see the same machine noise
+        for name, (share, micro) in runs.items():
+            times[name].append(timed(lambda share=share, micro=micro: step(share, micro)))
+            print(f"  ... {name}: {times[name][-1]:.2f} s", flush=True)
+        times["hf"].append(timed(lambda: hf_padded_step(hf, opt, rows, 4)))
+        print(f"  ... plain HF: {times['hf'][-1]:.2f} s", flush=True)
+    best = {k: min(v) for k, v in times.items()}
+    print(f"[grouped] {args.model}: {args.groups} groups x {args.group_size} rows, prompt {args.prompt} tokens "
+          f"({args.system} shared by all groups), responses ~{args.response}: {tokens} row tokens, ~{distinct} "
+          f"distinct; torch threads {torch.get_num_threads()}, best of {args.reps}")
+    for name in runs:
+        print(f"  legorl step, {name:24}: {tokens / best[name]:7.1f} row tok/s ({best[name]:.2f} s)")
+    print(f"  plain HF fwd/bwd + AdamW, micro-batch 4  : {tokens / best['hf']:7.1f} row tok/s ({best['hf']:.2f} s)")
+    fastest = min(runs, key=lambda k: best[k])
+    print(f"  ratio legorl(shared, micro-batch 4) / HF: {best['hf'] / best['shared, micro-batch 4']:.2f}x   "
+          f"legorl({fastest}) / HF: {best['hf'] / best[fastest]:.2f}x   "
+          f"legorl(unshared) / HF: {best['hf'] / best['unshared, micro-batch 4']:.2f}x")
 
 
 def bench_throughput(args) -> None:
@@ -185,10 +270,15 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--ckpt-seq", type=int, default=1024)
     ap.add_argument("--ranks-model", default="tiny-llama")
-    ap.add_argument("--skip", default="", help="comma-separated: throughput,ckpt,padding,ranks")
+    ap.add_argument("--groups", type=int, default=8)
+    ap.add_argument("--group-size", type=int, default=4)
+    ap.add_argument("--prompt", type=int, default=134)
+    ap.add_argument("--response", type=int, default=22)
+    ap.add_argument("--system", type=int, default=0)
+    ap.add_argument("--skip", default="", help="comma-separated: grouped,throughput,ckpt,padding,ranks")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
-    for name, fn in (("throughput", bench_throughput), ("ckpt", bench_checkpointing), ("padding", bench_padding),
+    for name, fn in (("grouped", bench_grouped), ("throughput", bench_throughput), ("ckpt", bench_checkpointing), ("padding", bench_padding),
                      ("ranks", bench_ranks)):
         if name not in skip:
             fn(args)
