@@ -125,6 +125,30 @@ async def test_small_kv_budget_preempts_and_recomputes_without_corruption(tiny_l
         await small.close()
 
 
+async def test_weight_update_under_kv_pressure_finishes_and_never_mixes(tiny_llama_dir):
+    """A pending update holds new work while preempted requests (which hold sampled tokens) finish: requests
+    not yet started give their blocks back, so the update neither deadlocks nor mixes versions."""
+    model = hf_model(tiny_llama_dir)
+    small = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=256, block_size=16, prefill_chunk=32)
+    try:
+        prompts = [prompt(tiny_llama_dir, n_words=10 + i) for i in range(6)]
+        sp = [SamplingParams(temperature=1.0, max_tokens=40, seed=i, ignore_eos=True) for i in range(6)]
+        tasks = [asyncio.create_task(small.generate(GenerateRequest(p, s))) for p, s in zip(prompts, sp, strict=True)]
+        while small.stats().generated_tokens < 4:
+            await asyncio.sleep(0.005)
+        new_state = {k: v + 0.05 * torch.randn_like(v) for k, v in model.state_dict().items() if "layers.0" in k}
+        await asyncio.wait_for(small.update_weights(new_state, version=1, mode="wait"), 120)
+        outs = await asyncio.wait_for(asyncio.gather(*tasks), 120)
+        assert small.stats().preemptions > 0
+        new_model = hf_model(tiny_llama_dir)
+        new_model.load_state_dict(new_state, strict=False)
+        for p, o in zip(prompts, outs, strict=True):
+            assert len(o.token_ids) == 40
+            assert max_delta(new_model if o.weight_version == 1 else model, o, p, 1.0) < 1e-4
+    finally:
+        await small.close()
+
+
 async def test_abort_returns_partial(engine, tiny_llama_dir):
     ids = prompt(tiny_llama_dir)
     req = GenerateRequest(ids, SamplingParams(temperature=1.0, max_tokens=1500, seed=0))

@@ -317,7 +317,10 @@ class EmbeddedEngine:
                 self._paused = True
                 self._channel.resolve(args[-1], None)
             return True
-        work = self.scheduler.schedule(self._root(), hold_new=bool(self._barriers or self._paused))
+        hold = bool(self._barriers or self._paused)
+        if hold:  # requests that have not sampled yet give their blocks back: in-flight ones may need them
+            self.scheduler.requeue_unstarted()
+        work = self.scheduler.schedule(self._root(), hold_new=hold)
         if not work:
             stuck = self.scheduler.fits_nothing()
             if stuck is not None:  # cannot happen after _validate, but never hang

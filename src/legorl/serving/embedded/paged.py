@@ -112,7 +112,7 @@ def paged_attention(module, query, key, value, attention_mask, dropout: float = 
             ctx = p.start + p.n
             k = _gather(pk, p.blocks, bs)[None, :, :ctx]
             v = _gather(pv, p.blocks, bs)[None, :, :ctx]
-            mask = torch.ones(p.n, ctx, dtype=torch.bool).tril(p.start)
+            mask = torch.ones(p.n, ctx, dtype=torch.bool, device=query.device).tril(p.start)
             causal = False
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=g > 1)
         out[p.t0 : p.t0 + p.n] = o[0].transpose(0, 1)

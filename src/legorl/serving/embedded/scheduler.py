@@ -47,9 +47,12 @@ class Scheduler:
             if pending > 1 and budget > 0 and not held(s):
                 work.append(Work(s, s.num_computed, min(pending, budget)))
                 budget -= work[-1].n
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            head = self.waiting[0]
-            if held(head) or not self._admit(head, root):
+        for head in list(self.waiting):  # in order; a held request lets preempted ones behind it pass
+            if budget <= 0 or len(self.running) >= self.max_num_seqs:
+                break
+            if held(head):
+                continue
+            if not self._admit(head, root):
                 break
             work.append(Work(head, head.num_computed, min(len(head.tokens) - head.num_computed, budget)))
             budget -= work[-1].n
@@ -65,7 +68,7 @@ class Scheduler:
         if pool.available() < need:
             pool.release(matched)
             return False
-        self.waiting.popleft()
+        self.waiting.remove(seq)
         seq.blocks = matched + [pool.allocate() for _ in range(need)]  # type: ignore[misc]
         start = len(matched) * bs
         seq.hashes, seq.num_computed = hashes[: len(matched)], start
