@@ -77,7 +77,9 @@ def test_two_rank_actors_train_like_one_process(trained, tiny_llama_dir):
     # the same tolerance as test_trainer_ranks (2 ranks in child processes vs one process)
     assert weights.keys() == want.keys() and rel(weights, want) < 1e-5
     for key, value in expected.items():
-        if not key.startswith("timing/"):
+        # timing/* and perf/* (padding, computed-token share) describe how the rows were laid out over ranks
+        # and micro-batches (shared-prefix groups stay whole per rank), not what was learned
+        if not key.startswith(("timing/", "perf/")):
             assert metrics[key] == pytest.approx(value, rel=1e-4, abs=1e-6, nan_ok=True), key
     # the refs are the whole state dict, in more than one bucket, and their sizes are what they hold
     assert len(buckets) > 1 and all(isinstance(b.ref, ray.ObjectRef) for b in buckets)
