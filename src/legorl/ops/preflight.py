@@ -18,6 +18,7 @@ from typing import Any
 from legorl.config import ConfigError, RunConfig
 from legorl.ops import hardware
 from legorl.ops.checks import CheckResult, fatal, format_results, ok, print_results, skip, warn
+from legorl.ops.preflight_memory import check_memory
 from legorl.ops.preflight_model import check_model_path, check_r3, check_tool_parser, model_dir_for
 from legorl.ops.preflight_trainer import check_precision, check_trainer_layout, check_warm_start
 
@@ -318,6 +319,7 @@ def run_preflight(cfg: RunConfig | dict[str, Any], structure_only: bool = False,
         ("precision", lambda: check_precision(cfg)),
         ("warm-start", lambda: check_warm_start(cfg, so)),
         ("pitfall", lambda: check_pitfalls(cfg)),
+        ("memory", lambda: check_memory(cfg, model_dir, so)),
     ]
     for name, fn in checks:
         results += _guard(fn, name)

@@ -1,0 +1,171 @@
+"""Preflight: the run's peak resident memory, estimated from its config and the model's `config.json`
+(no weights read), printed as one line with its parts:
+
+    engine   weights (serving dtype) + the KV pool (`serving.kv_budget_tokens`, allocated whole; a
+             long run touches every block, so it all becomes resident) per embedded replica
+    trainer  fp32 master weights + grads + AdamW's two moments (16 B/param), the foreach AdamW step's
+             temporary (4 B/param), a frozen reference when `algorithm.kl_coef` > 0, the critic for GAE
+    act      saved activations of one micro-batch at its token budget (`trainer.max_tokens_per_micro_batch`,
+             else `micro_batch_size` x the longest row), ~(11 H + 4 I) fp32 values per token and layer
+             (a decoder layer's saved tensors under SDPA); with `model.gradient_checkpointing` only each
+             layer's input plus one layer recomputed
+    logits   the trainer's vocabulary head, `LOGITS_CHUNK` positions at a time (logits, log-softmax and
+             their gradients)
+    base     the interpreter, torch, the proxy, the workers and their trial records
+
+The warm start (`[warm_start]`) runs before the engines start: its own weights + grads + AdamW +
+activations at its batch. The peak is the larger of the two phases (`legorl train` trims the heap between
+them). Calibrated against `/usr/bin/time -v legorl train` on examples/agent.toml and demo.toml
+(docs/agent.md, tests/ops/test_preflight_memory.py): within ~10% there. Fixed micro-batches
+(no token budget) are costed at the longest row, so short rows (demo.toml) make it an upper bound.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from legorl.config import RunConfig
+from legorl.ops.checks import CheckResult, ok, skip, warn
+
+GB = 1e9
+BASE_BYTES = 0.7 * GB  # python + torch + transformers + tokenizer + proxy/workers, measured ~0.6-0.8 GB
+BLOCK_SIZE = 16  # the embedded engine's KV block
+LOGITS_CHUNK = 1024  # train/logprobs.py: positions per vocabulary-projection chunk
+LOGITS_COPIES = 3  # logits, log-softmax, and the gradient flowing back through them
+WARM_START_TOKENS_PER_ROW = 512  # a demonstration transcript (system prompt + 2-4 turns): ~250-450 tokens
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    params: int
+    layers: int
+    hidden: int
+    intermediate: int
+    vocab: int
+    kv_heads: int
+    head_dim: int
+
+    @classmethod
+    def from_config(cls, c: dict[str, Any]) -> ModelDims:
+        """Dense decoder dims from a HF `config.json` (MoE: the experts count in `params`, one in activations)."""
+        c = {**c, **(c.get("text_config") or {})}
+        h, layers, vocab = int(c["hidden_size"]), int(c["num_hidden_layers"]), int(c["vocab_size"])
+        heads = int(c["num_attention_heads"])
+        kv = int(c.get("num_key_value_heads") or heads)
+        hd = int(c.get("head_dim") or h // heads)
+        inter = int(c.get("moe_intermediate_size") or c.get("intermediate_size") or 4 * h)
+        experts = int(c.get("num_experts") or c.get("num_local_experts") or 1)
+        attn = h * heads * hd * 2 + h * kv * hd * 2
+        mlp = 3 * h * inter * experts + (h * experts if experts > 1 else 0)
+        embed = vocab * h * (1 if c.get("tie_word_embeddings") else 2)
+        params = layers * (attn + mlp + 2 * h) + embed + h
+        return cls(params, layers, h, inter, vocab, kv, hd)
+
+
+@dataclass
+class MemoryEstimate:
+    """Bytes per part; `phases` maps a phase to the parts resident in it."""
+
+    parts: dict[str, float]
+    phases: dict[str, list[str]] = field(default_factory=dict)
+
+    def phase_total(self, phase: str) -> float:
+        return sum(self.parts[p] for p in self.phases[phase])
+
+    @property
+    def peak_phase(self) -> str:
+        return max(self.phases, key=self.phase_total)
+
+    @property
+    def peak(self) -> float:
+        return self.phase_total(self.peak_phase)
+
+    def line(self) -> str:
+        rl = " + ".join(f"{k} {self.parts[k] / GB:.2f}" for k in self.phases["rl"])
+        text = f"peak RSS ~{self.peak / GB:.1f} GB ({self.peak_phase}): rl {self.phase_total('rl') / GB:.2f} = {rl}"
+        if "warm start" in self.phases:
+            text += f"; warm start {self.phase_total('warm start') / GB:.2f} GB before the engines start"
+        return text
+
+
+def activation_bytes(d: ModelDims, tokens: int, checkpointing: bool) -> float:
+    """Saved activations of a forward over `tokens` positions (fp32): ~(11 H + 4 I) values per token and
+    layer (norm inputs/outputs, q/k/v/attention output under SDPA, the MLP's gate/up/product)."""
+    per_layer = (11 * d.hidden + 4 * d.intermediate) * 4 * tokens
+    if checkpointing:  # each layer's input kept, one layer's activations live during its recompute
+        return d.layers * d.hidden * 4 * tokens + per_layer
+    return d.layers * per_layer
+
+
+def micro_batch_tokens(cfg: RunConfig) -> int:
+    """Positions one trainer forward computes at most."""
+    t, r = cfg.trainer, cfg.rollout
+    row = r.max_prompt_len + r.max_response_len
+    if t.max_tokens_per_micro_batch:  # a row longer than the budget goes alone
+        return max(t.max_tokens_per_micro_batch, row)
+    return t.micro_batch_size * row
+
+
+def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
+    s, a = cfg.serving, cfg.algorithm
+    parts: dict[str, float] = {"base": BASE_BYTES}
+    rl = ["base"]
+    if s.engine == "embedded":
+        eb = DTYPE_BYTES[s.dtype]
+        slots = (max(s.kv_budget_tokens // BLOCK_SIZE, 2) + 1) * BLOCK_SIZE
+        parts["engine weights"] = s.n_replicas * dims.params * eb
+        parts["KV"] = s.n_replicas * slots * dims.layers * dims.kv_heads * dims.head_dim * 2 * eb
+        rl += ["engine weights", "KV"]
+    trainer_state = dims.params * 16.0  # fp32 weights + grads + AdamW exp_avg / exp_avg_sq
+    parts["trainer weights+grads+AdamW"] = trainer_state
+    parts["AdamW temp"] = dims.params * 4.0  # torch's foreach AdamW: sqrt(exp_avg_sq) of every param at once
+    rl += ["trainer weights+grads+AdamW", "AdamW temp"]
+    if a.kl_coef > 0:
+        parts["reference"] = dims.params * 4.0
+        rl.append("reference")
+    if a.adv_estimator == "gae":
+        parts["critic"] = dims.params * 16.0
+        rl.append("critic")
+    tokens = micro_batch_tokens(cfg)
+    parts["act"] = activation_bytes(dims, tokens, cfg.model.gradient_checkpointing)
+    parts["logits"] = LOGITS_COPIES * min(LOGITS_CHUNK, tokens) * dims.vocab * 4.0
+    rl += ["act", "logits"]
+    phases = {"rl": rl}
+    w = cfg.warm_start
+    if w.enabled:
+        ws_tokens = WARM_START_TOKENS_PER_ROW  # one transcript per forward (gradients accumulated)
+        parts["warm-start act"] = activation_bytes(dims, ws_tokens, cfg.model.gradient_checkpointing)
+        parts["warm-start logits"] = LOGITS_COPIES * min(LOGITS_CHUNK, ws_tokens) * dims.vocab * 4.0
+        phases["warm start"] = ["base", "trainer weights+grads+AdamW", "AdamW temp", "warm-start act",
+                                "warm-start logits"]
+    return MemoryEstimate(parts, phases)
+
+
+def host_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(cfg: RunConfig, model_dir: Path | None, structure_only: bool = False,
+                 host_bytes: int | None = None) -> list[CheckResult]:
+    name = "memory"
+    if cfg.cluster.runtime == "ray" or cfg.trainer.n_ranks > 1:
+        return [skip(name, "peak memory is estimated for one process (cluster.runtime local, trainer.n_ranks 1)")]
+    if model_dir is None:
+        why = "--structure-only" if structure_only else "model not prepared yet"
+        return [skip(name, f"peak memory not estimated ({why}: needs the model's config.json)")]
+    from legorl.ops.preflight_model import read_model_config
+
+    est = estimate_memory(cfg, ModelDims.from_config(read_model_config(model_dir)))
+    host = host_memory_bytes() if host_bytes is None else host_bytes
+    if host and est.peak > 0.9 * host and not structure_only:
+        return [warn(name, f"{est.line()}; this host has {host / GB:.1f} GB",
+                     "lower serving.kv_budget_tokens or trainer.max_tokens_per_micro_batch, or set "
+                     "model.gradient_checkpointing=true")]
+    return [ok(name, est.line())]

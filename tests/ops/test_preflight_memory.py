@@ -1,0 +1,74 @@
+"""`legorl preflight`'s peak-memory line: the parts it adds up for a config, and the estimate against
+peaks measured with `/usr/bin/time -v legorl train` (docs/agent.md). SmolLM2-135M's dims are written out
+here, so the test needs neither the model nor torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from legorl.config import load_config
+from legorl.ops.preflight_memory import GB, ModelDims, check_memory, estimate_memory
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOLLM2_135M = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
+                "num_key_value_heads": 3, "head_dim": 64, "vocab_size": 49152, "tie_word_embeddings": True}
+FACTOR = 1.2  # token-budget configs: the estimate is within this factor of the measured peak, either way
+
+# Peak RSS (`/usr/bin/time -v`, max resident kB / 1e6) of `legorl train examples/agent.toml trainer.total_steps=2
+# (3 for kv 16384) trainer.test_freq=0 trainer.val_before_train=false`, the warm start reused; a 2-core AMD EPYC
+# (AVX2, no AVX-512), 2026-12-02, loaded by parallel work; (overrides, GB).
+MEASURED = [
+    (["serving.kv_budget_tokens=24576"], 6.02),  # today's agent.toml
+    (["serving.kv_budget_tokens=32768"], 6.41),
+    (["serving.kv_budget_tokens=16384"], 6.27),  # 3 steps: the third update was the largest
+]
+DEMO_MEASURED_GB = 8.65  # examples/demo.toml, whole run, MACHINE-FACTS 2026-11-30 (fixed micro-batches of 4 rows)
+
+
+def test_smollm2_parameter_count_from_its_config():
+    assert ModelDims.from_config(SMOLLM2_135M).params == pytest.approx(134.5e6, rel=0.01)
+
+
+@pytest.mark.parametrize(("overrides", "measured_gb"), MEASURED)
+def test_estimate_is_near_the_measured_peak(overrides, measured_gb):
+    est = estimate_memory(load_config(ROOT / "examples/agent.toml", overrides), ModelDims.from_config(SMOLLM2_135M))
+    assert measured_gb / FACTOR <= est.peak / GB <= measured_gb * FACTOR, est.line()
+
+
+def test_fixed_micro_batches_are_an_upper_bound():
+    """demo.toml: 4 rows x the longest possible row (1,072 tokens); its rows are ~150 tokens."""
+    est = estimate_memory(load_config(ROOT / "examples/demo.toml"), ModelDims.from_config(SMOLLM2_135M))
+    assert DEMO_MEASURED_GB <= est.peak / GB <= 1.7 * DEMO_MEASURED_GB, est.line()
+
+
+def test_the_line_names_every_part_and_the_warm_start():
+    cfg = load_config(ROOT / "examples/agent.toml")
+    line = estimate_memory(cfg, ModelDims.from_config(SMOLLM2_135M)).line()
+    for part in ("engine weights", "KV", "trainer weights+grads+AdamW", "act", "logits", "warm start"):
+        assert part in line, line
+
+
+def test_kv_budget_and_checkpointing_move_the_estimate():
+    dims = ModelDims.from_config(SMOLLM2_135M)
+    small = estimate_memory(load_config(None, ["serving.kv_budget_tokens=16384"]), dims).parts["KV"]
+    big = estimate_memory(load_config(None, ["serving.kv_budget_tokens=65536"]), dims).parts["KV"]
+    assert big == pytest.approx(4 * small, rel=0.01) and big / GB == pytest.approx(3.02, rel=0.01)
+    plain = estimate_memory(load_config(None, ["trainer.max_tokens_per_micro_batch=2048"]), dims).parts["act"]
+    ckpt = estimate_memory(load_config(None, ["trainer.max_tokens_per_micro_batch=2048",
+                                              "model.gradient_checkpointing=true"]), dims).parts["act"]
+    assert ckpt < plain / 10
+
+
+def test_a_small_host_warns_and_a_missing_model_skips(tmp_path):
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(SMOLLM2_135M))
+    cfg = load_config(ROOT / "examples/agent.toml")
+    [res] = check_memory(cfg, tmp_path, host_bytes=4 * 10**9)
+    assert res.level == "WARN" and "this host has 4.0 GB" in res.message
+    [res] = check_memory(cfg, tmp_path, host_bytes=64 * 10**9)
+    assert res.level == "PASS"
+    [res] = check_memory(cfg, None)
+    assert res.level == "SKIP"
