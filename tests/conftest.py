@@ -137,8 +137,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """`-n 2`: tests are spread one by one, except that every test of a `*vllm*` file runs on one worker,
-    in file order: module-scoped vLLM servers are started once, the restart test still runs after the
-    other users of its module's server, and two vLLM servers never start at the same time. Likewise every
+    in file order: the SmolLM2 vLLM server of tests/serving (its conftest.py) is started once for its
+    files, the restart test still runs after the other users of that server, and two vLLM servers never
+    start at the same time. Likewise every
     test of `tests/cluster/` runs on one worker, in order, sharing one Ray cluster (tests/cluster/conftest.py).
     (xdist's own `--dist loadgroup` cannot do this on pytest 9.2: its node-id rewrite has no effect.)"""
     if config.getvalue("dist") not in ("load", "loadgroup"):

