@@ -26,8 +26,7 @@ from multistep_kinds import CAPACITY, KINDS, Spec
 ROOT = Path(__file__).resolve().parents[1] / "src/legorl/tasks/builtin/shell-multistep"
 SEED, VARIANTS = 22, 10  # 94 tasks: kinds with smaller pools make fewer (CAPACITY)
 PACKAGED = (".toml", ".md", ".sh", ".py", ".json", ".txt")  # pyproject package-data; others get .txt
-PY_GUARD = ("RUN command -v python3 >/dev/null || (apt-get update \\\n"
-            "    && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*)")
+from legorl.tasks.generate.render import PY_GUARD  # noqa: E402  (one Dockerfile guard for both generators)
 
 TEST_SH = """#!/bin/bash
 # Verifier for shell-multistep/{id}: reward 1 only if every check passes.
