@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from legorl.proxy.accumulator import Branch
 from legorl.proxy.config import ProxyConfig
@@ -35,6 +35,14 @@ GREEDY_BELOW = 1e-5  # temperatures under this are sampled greedily (as vLLM doe
 Finish = Literal["stop", "length", "tool_calls", "stop_sequence"]
 
 
+class StreamSink(Protocol):
+    """Where a streamed call's tokens go as they are sampled (`legorl.proxy.streaming.TextStream`)."""
+
+    prompt_tokens: int
+
+    def __call__(self, ids: list[int]) -> None: ...
+
+
 @dataclass
 class CallResult:
     content: str
@@ -55,8 +63,10 @@ class Capture:
         self.renderer = renderer
         self.config = config
 
-    async def call(self, session: Session, req: ChatRequest, lane: Lane = INLINE) -> CallResult:
-        """`lane`: where planning (render + tokenize) runs; its large-body slot is released once planned."""
+    async def call(self, session: Session, req: ChatRequest, lane: Lane = INLINE,
+                   stream: StreamSink | None = None) -> CallResult:
+        """`lane`: where planning (render + tokenize) runs; its large-body slot is released once planned.
+        `stream`: fed the sampled ids as they come; what is committed is the same as without it."""
         session.counters.calls += 1
         self._validate(req)
         try:
@@ -66,7 +76,7 @@ class Capture:
         key = _busy_key(plan)
         session.busy[key] = asyncio.Event()
         try:
-            return await self._run(session, req, plan)
+            return await self._run(session, req, plan, stream)
         finally:
             session.busy.pop(key).set()
 
@@ -137,12 +147,15 @@ class Capture:
             raise ProxyError(400, str(exc)) from exc
         return sp
 
-    async def _run(self, session: Session, req: ChatRequest, plan: Plan) -> CallResult:
+    async def _run(self, session: Session, req: ChatRequest, plan: Plan, stream: StreamSink | None) -> CallResult:
         if session.closed:
             raise ProxyError(404, "session closed")
         prompt = plan.prompt_ids
         sp = self._sampling(session, req, len(prompt))
-        greq = GenerateRequest(prompt, sp, session_id=session.id, return_routed_experts=self.config.capture_routing)
+        greq = GenerateRequest(prompt, sp, session_id=session.id, return_routed_experts=self.config.capture_routing,
+                               on_tokens=stream)
+        if stream is not None:
+            stream.prompt_tokens = len(prompt)
         recompute = plan.kind == "rewrite" and self.config.recompute_on_rewrite and bool(plan.new_ids)
         session.inflight.add(greq.request_id)
         t0 = time.perf_counter()
@@ -164,6 +177,9 @@ class Capture:
             raise ProxyError(503, f"the inference engine is shut down: {exc}") from exc
         except EngineError as exc:
             raise ProxyError(500, f"inference failed: {exc}") from exc
+        except asyncio.CancelledError:  # a streaming client went away: its generation was aborted
+            session.counters.aborted += 1
+            raise
         finally:
             session.inflight.discard(greq.request_id)
         if session.closed or out.finish_reason == "abort":

@@ -9,9 +9,11 @@ from typing import Any
 from aiohttp import web
 
 from legorl.proxy.capture import CallResult
+from legorl.proxy.errors import ProxyError, error_body
 from legorl.proxy.messages import ChatRequest
 from legorl.proxy.schemas_anthropic import CountTokensRequest, MessagesRequest, count_request, to_chat_request
-from legorl.proxy.sse import chunks, event, json_response, send_stream
+from legorl.proxy.sse import chunks, event, json_response
+from legorl.proxy.streaming import run_stream, text_stream
 
 _STOP = {"stop": "end_turn", "stop_sequence": "stop_sequence", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -46,25 +48,55 @@ def message_body(r: CallResult, model: str, msg_id: str) -> dict[str, Any]:
     }
 
 
-def stream_events(r: CallResult, model: str, msg_id: str) -> list[str]:
-    start = {**message_body(r, model, msg_id), "content": [], "stop_reason": None, "stop_sequence": None,
-             "usage": _usage(r, output_tokens=1)}
-    out = [event({"type": "message_start", "message": start}, "message_start"), event({"type": "ping"}, "ping")]
-    for i, b in enumerate(_blocks(r)):
-        if b["type"] == "text":
-            head, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in chunks(b["text"])]
-        else:
-            head = {**b, "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": p}
-                      for p in chunks(json.dumps(b["input"], ensure_ascii=False))]
-        out.append(event({"type": "content_block_start", "index": i, "content_block": head}, "content_block_start"))
-        out += [event({"type": "content_block_delta", "index": i, "delta": d}, "content_block_delta") for d in deltas]
-        out.append(event({"type": "content_block_stop", "index": i}, "content_block_stop"))
-    delta = {"stop_reason": _STOP[r.finish], "stop_sequence": r.stop_sequence}
-    out.append(event({"type": "message_delta", "delta": delta, "usage": {"output_tokens": r.completion_tokens}},
-                     "message_delta"))
-    out.append(event({"type": "message_stop"}, "message_stop"))
-    return out
+class MessageStream:
+    """Anthropic's event sequence: message_start, ping, a text block whose deltas go out as sampled,
+    tool_use blocks (whole) at the end, message_delta (stop reason, usage), message_stop."""
+
+    def __init__(self, model: str, msg_id: str) -> None:
+        self.model, self.msg_id = model, msg_id
+        self.index = 0  # the next block's index
+        self.text_open = False
+
+    def head(self, prompt_tokens: int) -> list[str]:
+        start = {"id": self.msg_id, "type": "message", "role": "assistant", "model": self.model, "content": [],
+                 "stop_reason": None, "stop_sequence": None,
+                 "usage": {"input_tokens": prompt_tokens, "output_tokens": 1, "cache_creation_input_tokens": 0,
+                           "cache_read_input_tokens": 0}}
+        return [event({"type": "message_start", "message": start}, "message_start"), event({"type": "ping"}, "ping")]
+
+    def _block(self, kind: str, body: dict[str, Any]) -> str:
+        return event({"type": kind, "index": self.index, **body}, kind)
+
+    def delta(self, text: str) -> list[str]:
+        out = []
+        if not self.text_open:
+            self.text_open = True
+            out.append(self._block("content_block_start", {"content_block": {"type": "text", "text": ""}}))
+        out.append(self._block("content_block_delta", {"delta": {"type": "text_delta", "text": text}}))
+        return out
+
+    def tail(self, r: CallResult, rest: str) -> list[str]:
+        out = []
+        if rest:
+            out += self.delta(rest)
+        if self.text_open:
+            out.append(self._block("content_block_stop", {}))
+            self.index += 1
+        for b in _blocks(r):
+            if b["type"] != "tool_use":
+                continue
+            out.append(self._block("content_block_start", {"content_block": {**b, "input": {}}}))
+            out += [self._block("content_block_delta", {"delta": {"type": "input_json_delta", "partial_json": p}})
+                    for p in chunks(json.dumps(b["input"], ensure_ascii=False))]
+            out.append(self._block("content_block_stop", {}))
+            self.index += 1
+        delta = {"stop_reason": _STOP[r.finish], "stop_sequence": r.stop_sequence}
+        out.append(event({"type": "message_delta", "delta": delta, "usage": _usage(r)}, "message_delta"))
+        out.append(event({"type": "message_stop"}, "message_stop"))
+        return out
+
+    def error(self, err: ProxyError) -> list[str]:
+        return [event(error_body("anthropic", err), "error")]
 
 
 def _parse(body: bytes) -> tuple[MessagesRequest, ChatRequest]:
@@ -75,11 +107,14 @@ def _parse(body: bytes) -> tuple[MessagesRequest, ChatRequest]:
 async def messages(server, request: web.Request, session) -> web.StreamResponse:
     async with server.intake.lane(request) as lane:
         req, chat = await lane.offload(_parse, await server.intake.read(request, lane))
+        model = req.model or server.config.model_name
+        msg_id = "msg_" + secrets.token_hex(12)
+        if req.stream:
+            text = text_stream(server.renderer, chat)
+            _, resp = await run_stream(request, server.capture.call(session, chat, lane, text), text,
+                                       MessageStream(model, msg_id))
+            return resp
         result = await server.capture.call(session, chat, lane)
-    model = req.model or server.config.model_name
-    msg_id = "msg_" + secrets.token_hex(12)
-    if req.stream:
-        return await send_stream(request, stream_events(result, model, msg_id), result.engine_s)
     payload = message_body(result, model, msg_id)
     return json_response(request, payload, result.engine_s)
 

@@ -9,9 +9,11 @@ from typing import Any
 from aiohttp import web
 
 from legorl.proxy.capture import CallResult
+from legorl.proxy.errors import ProxyError, error_body
 from legorl.proxy.messages import ChatRequest
 from legorl.proxy.schemas_openai import ChatCompletionRequest, to_chat_request
-from legorl.proxy.sse import chunks, event, json_response, send_stream
+from legorl.proxy.sse import chunks, event, json_response
+from legorl.proxy.streaming import run_stream, text_stream
 
 _FINISH = {"stop": "stop", "stop_sequence": "stop", "length": "length", "tool_calls": "tool_calls"}
 
@@ -61,27 +63,42 @@ def completion_body(r: CallResult, model: str, want_logprobs: bool, decode) -> d
     }
 
 
-def stream_events(r: CallResult, model: str, include_usage: bool) -> list[str]:
-    base = {"id": "chatcmpl-" + secrets.token_hex(12), "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": model}
+class ChatStream:
+    """`chat.completion.chunk` events: role first, content deltas as sampled, tool calls (whole) and
+    the finish reason at the end, usage when asked, then `[DONE]`."""
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        body = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
-        if include_usage:
+    def __init__(self, model: str, include_usage: bool) -> None:
+        self.base = {"id": "chatcmpl-" + secrets.token_hex(12), "object": "chat.completion.chunk",
+                     "created": int(time.time()), "model": model}
+        self.include_usage = include_usage
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
+        body = {**self.base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        if self.include_usage:
             body["usage"] = None
         return event(body)
 
-    out = [chunk({"role": "assistant", "content": ""})]
-    out += [chunk({"content": piece}) for piece in chunks(r.content)]
-    for i, c in enumerate(r.tool_calls):
-        head = {"index": i, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
-        out.append(chunk({"tool_calls": [head]}))
-        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in chunks(c.arguments_json())]
-    out.append(chunk({}, _FINISH[r.finish]))
-    if include_usage:
-        out.append(event({**base, "choices": [], "usage": _usage(r)}))
-    out.append(event("[DONE]"))
-    return out
+    def head(self, prompt_tokens: int) -> list[str]:
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def delta(self, text: str) -> list[str]:
+        return [self._chunk({"content": text})]
+
+    def tail(self, r: CallResult, rest: str) -> list[str]:
+        out = [self._chunk({"content": piece}) for piece in chunks(rest)]
+        for i, c in enumerate(r.tool_calls):
+            head = {"index": i, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
+            out.append(self._chunk({"tool_calls": [head]}))
+            out += [self._chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
+                    for p in chunks(c.arguments_json())]
+        out.append(self._chunk({}, _FINISH[r.finish]))
+        if self.include_usage:
+            out.append(event({**self.base, "choices": [], "usage": _usage(r)}))
+        out.append(event("[DONE]"))
+        return out
+
+    def error(self, err: ProxyError) -> list[str]:
+        return [event(error_body("openai", err))]
 
 
 def _parse(body: bytes) -> tuple[ChatCompletionRequest, ChatRequest]:
@@ -92,10 +109,13 @@ def _parse(body: bytes) -> tuple[ChatCompletionRequest, ChatRequest]:
 async def chat_completions(server, request: web.Request, session) -> web.StreamResponse:
     async with server.intake.lane(request) as lane:
         req, chat = await lane.offload(_parse, await server.intake.read(request, lane))
+        model = req.model or server.config.model_name
+        if req.stream:
+            include = bool(req.stream_options and req.stream_options.include_usage)
+            text = text_stream(server.renderer, chat)
+            _, resp = await run_stream(request, server.capture.call(session, chat, lane, text), text,
+                                       ChatStream(model, include))
+            return resp
         result = await server.capture.call(session, chat, lane)
-    model = req.model or server.config.model_name
-    if req.stream:
-        include = bool(req.stream_options and req.stream_options.include_usage)
-        return await send_stream(request, stream_events(result, model, include), result.engine_s)
     payload = completion_body(result, model, bool(req.logprobs), server.renderer.decode)
     return json_response(request, payload, result.engine_s)

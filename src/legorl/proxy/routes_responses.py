@@ -15,6 +15,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -23,7 +24,8 @@ from legorl.proxy.capture import CallResult
 from legorl.proxy.errors import ProxyError
 from legorl.proxy.messages import Message
 from legorl.proxy.schemas_responses import FunctionTool, ResponsesRequest, to_chat_request
-from legorl.proxy.sse import chunks, event, json_response, send_stream
+from legorl.proxy.sse import chunks, event, json_response
+from legorl.proxy.streaming import run_stream, text_stream
 
 MAX_OUTPUT_HEADER = "X-Legorl-Max-Output-Tokens"
 TEMPERATURE_HEADER = "X-Legorl-Temperature"
@@ -78,9 +80,9 @@ def _usage(r: CallResult) -> dict[str, Any]:
 
 
 class ResponseEvents:
-    """Builds one response's output items and its SSE events in order. Fed today from a finished
-    generation (`from_result`); the methods are the steps a per-token source would call as tokens
-    arrive (text deltas as sampled, a tool call once the parser has it), which is why they are split."""
+    """Builds one response's output items and its SSE events in order: `start`, then a message item
+    whose text deltas go out as sampled (`open_message`, `text`, `close_message`), function calls
+    (whole, once parsed) and `finish`. As a `StreamProtocol` (head/delta/tail) it feeds `run_stream`."""
 
     def __init__(self, req: ResponsesRequest, model: str, response_id: str | None = None) -> None:
         self.req, self.model = req, model
@@ -89,6 +91,9 @@ class ResponseEvents:
         self.output: list[dict[str, Any]] = []
         self.events: list[str] = []
         self._seq = 0
+        self._msg: dict[str, Any] | None = None  # the open message item
+        self._text: list[str] = []
+        self.on_done: Callable[[CallResult], None] | None = None  # before the final events are written
 
     def emit(self, kind: str, **body: Any) -> None:
         self.events.append(event({"type": kind, "sequence_number": self._seq, **body}, kind))
@@ -119,21 +124,41 @@ class ResponseEvents:
         self.emit("response.created", response=self.body("in_progress"))
         self.emit("response.in_progress", response=self.body("in_progress"))
 
-    def message(self, pieces: list[str], status: str) -> None:
+    def open_message(self) -> None:
         i, item_id = len(self.output), "msg_" + secrets.token_hex(24)
-        head = {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
-        self.emit("response.output_item.added", output_index=i, item=head)
-        where = {"item_id": item_id, "output_index": i, "content_index": 0}
-        self.emit("response.content_part.added", **where, part={"type": "output_text", "text": "", "annotations": []})
-        for p in pieces:
-            self.emit("response.output_text.delta", **where, delta=p, logprobs=[])
-        text = "".join(pieces)
+        self._msg = {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+        self._text = []
+        self.emit("response.output_item.added", output_index=i, item=self._msg)
+        self.emit("response.content_part.added", **self._where(),
+                  part={"type": "output_text", "text": "", "annotations": []})
+
+    def _where(self) -> dict[str, Any]:
+        assert self._msg is not None
+        return {"item_id": self._msg["id"], "output_index": len(self.output), "content_index": 0}
+
+    def text(self, piece: str) -> None:
+        if self._msg is None:
+            self.open_message()
+        self._text.append(piece)
+        self.emit("response.output_text.delta", **self._where(), delta=piece, logprobs=[])
+
+    def close_message(self, status: str) -> None:
+        if self._msg is None:
+            self.open_message()
+        where, text = self._where(), "".join(self._text)
         part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
         self.emit("response.output_text.done", **where, text=text, logprobs=[])
         self.emit("response.content_part.done", **where, part=part)
-        item = {**head, "status": status, "content": [part]}
+        item = {**self._msg, "status": status, "content": [part]}
         self.output.append(item)
-        self.emit("response.output_item.done", output_index=i, item=item)
+        self._msg = None
+        self.emit("response.output_item.done", output_index=where["output_index"], item=item)
+
+    def message(self, pieces: list[str], status: str) -> None:
+        self.open_message()
+        for p in pieces:
+            self.text(p)
+        self.close_message(status)
 
     def function_call(self, call_id: str, name: str, arguments: str) -> None:
         i, item_id = len(self.output), "fc_" + secrets.token_hex(24)
@@ -154,16 +179,40 @@ class ResponseEvents:
         self.emit(f"response.{status}", response=body)
         return body
 
-    @classmethod
-    def from_result(cls, req: ResponsesRequest, model: str, result: CallResult) -> ResponseEvents:
-        """Today's source: the whole generation at once (the engine returns finished outputs)."""
-        ev = cls(req, model)
-        ev.start()
-        if result.content or not result.tool_calls:
-            ev.message(chunks(result.content), "incomplete" if result.finish == "length" else "completed")
+    def drain(self) -> list[str]:
+        out, self.events = self.events, []
+        return out
+
+    def outputs(self, result: CallResult, rest: str) -> None:
+        """The rest of the reply once the call is done: the message (if any), then the calls."""
+        status = "incomplete" if result.finish == "length" else "completed"
+        if self._msg is not None or result.content or not result.tool_calls:
+            for p in chunks(rest):
+                self.text(p)
+            self.close_message(status)
         for c in result.tool_calls:
-            ev.function_call(c.id, c.name, c.arguments_json())
-        return ev
+            self.function_call(c.id, c.name, c.arguments_json())
+
+    # -- StreamProtocol ---------------------------------------------------------------------------
+    def head(self, prompt_tokens: int) -> list[str]:
+        self.start()
+        return self.drain()
+
+    def delta(self, piece: str) -> list[str]:
+        self.text(piece)
+        return self.drain()
+
+    def tail(self, result: CallResult, rest: str) -> list[str]:
+        if self.on_done is not None:
+            self.on_done(result)
+        self.outputs(result, rest)
+        self.finish(result)
+        return self.drain()
+
+    def error(self, err: ProxyError) -> list[str]:
+        body = {**self.body("failed"), "error": {"code": err.code or "server_error", "message": err.message}}
+        self.emit("response.failed", response=body)
+        return self.drain()
 
 
 def _store_of(server, session) -> ResponseStore:
@@ -182,12 +231,16 @@ async def responses(server, request: web.Request, session) -> web.StreamResponse
         req = await lane.offload(ResponsesRequest.model_validate_json, await server.intake.read(request, lane))
         history = store.get(req.previous_response_id) if req.previous_response_id else []
         chat, conversation = await lane.offload(to_chat_request, req, history, max_tokens, temperature)
+        ev = ResponseEvents(req, req.model or server.config.model_name)
+        if req.store:  # stored before the client can see the response id
+            ev.on_done = lambda r: store.put(ev.id, [*conversation, Message("assistant", r.content, r.tool_calls)])
+        if req.stream:
+            text = text_stream(server.renderer, chat)
+            _, resp = await run_stream(request, server.capture.call(session, chat, lane, text), text, ev)
+            return resp
         result = await server.capture.call(session, chat, lane)
-    model = req.model or server.config.model_name
-    ev = ResponseEvents.from_result(req, model, result)
-    body = ev.finish(result)
-    if req.store:
-        store.put(ev.id, [*conversation, Message("assistant", result.content, result.tool_calls)])
-    if req.stream:
-        return await send_stream(request, ev.events, result.engine_s)
-    return json_response(request, body, result.engine_s)
+    if ev.on_done is not None:
+        ev.on_done(result)
+    ev.start()
+    ev.outputs(result, result.content)
+    return json_response(request, ev.finish(result), result.engine_s)

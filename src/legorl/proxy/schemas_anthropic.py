@@ -77,6 +77,7 @@ class MessagesRequest(CountTokensRequest):
     stop_sequences: list[str] | None = None
     stream: bool = False
     seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)  # not in Anthropic's API; accepted for reproducible runs
+    ignore_eos: bool = False  # not in Anthropic's API (vLLM's extension): fixed-length generations for benchmarks
 
 
 def _text(content: str | list[TextBlock] | None) -> str:
@@ -138,6 +139,7 @@ def to_chat_request(req: MessagesRequest) -> ChatRequest:
         max_tokens=req.max_tokens, temperature=1.0 if req.temperature is None else req.temperature,
         top_p=1.0 if req.top_p is None else req.top_p, top_k=req.top_k or 0, seed=req.seed,
         stop=list(req.stop_sequences or []), stream=req.stream, model=req.model, call_id_prefix="toolu_",
+        ignore_eos=req.ignore_eos,
     )
 
 

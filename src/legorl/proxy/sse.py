@@ -1,5 +1,7 @@
-"""Server-sent events. The engine returns whole outputs, so a stream is written once the call is
-done: the exact event sequence each protocol defines, content split into small deltas."""
+"""Server-sent events: the framing and the response that carries them. Streamed calls write each
+protocol's exact event sequence as tokens are sampled (`legorl.proxy.streaming` drives that); text the
+stream holds back (a possible tool call, a stop string) and tool calls go out at the end, in small
+deltas (`chunks`)."""
 
 from __future__ import annotations
 
@@ -35,12 +37,11 @@ def json_response(request: web.Request, payload: dict[str, Any], engine_s: float
                         headers=server_timing(request, engine_s))
 
 
-async def send_stream(request: web.Request, events: list[str], engine_s: float = 0.0) -> web.StreamResponse:
+async def open_stream(request: web.Request, engine_s: float = 0.0) -> web.StreamResponse:
+    """Send the headers of an event stream (`Server-Timing` counts what the proxy spent until then)."""
     resp = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                  **server_timing(request, engine_s)}
     )
     await resp.prepare(request)
-    await resp.write("".join(events).encode())
-    await resp.write_eof()
     return resp

@@ -106,6 +106,7 @@ class PartialRolloutManager:
                 sub = GenerateRequest(
                     list(request.prompt_ids) + generated, seg_sp, request_id=rid if k == 0 else f"{rid}.r{k}",
                     session_id=request.session_id, return_routed_experts=request.return_routed_experts,
+                    on_tokens=request.on_tokens,  # a resumed segment continues the same stream
                 )
                 self._current[rid] = sub.request_id
                 out = await self.inner.generate(sub)

@@ -11,6 +11,7 @@ as it uses `SingleReplicaManager`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any, Literal, TypeVar
 from legorl.serving.balancer import LoadBalancer
 from legorl.serving.pool import REPLICA_FAILURES, NoHealthyReplicaError, Replica, ReplicaPool
 from legorl.serving.scheduler import AdmissionAborted, SchedulerConfig, SessionScheduler
-from legorl.serving.types import Engine, EngineClosedError, GenerateRequest, TokenOutput
+from legorl.serving.types import Engine, EngineClosedError, GenerateRequest, TokenOutput, TokenSink
 
 T = TypeVar("T")
 
@@ -133,6 +134,9 @@ class PoolManager:
         return rep.id, rep.engine
 
     async def _run_generate(self, request: GenerateRequest, prefer: str | None) -> TokenOutput:
+        streamed = _Counted(request.on_tokens) if request.on_tokens is not None else None
+        if streamed is not None:
+            request = dataclasses.replace(request, on_tokens=streamed)
         while True:
             rep, kind = self.balancer.route(request.session_id, prefer)
             prefer = None
@@ -142,6 +146,8 @@ class PoolManager:
                 out = await self._on(rep, rep.engine.generate(request))
             except REPLICA_FAILURES as exc:
                 self._failed(rep, exc)
+                if streamed is not None and streamed.n:  # a rerun elsewhere would contradict what was sent
+                    raise EngineClosedError(f"replica {rep.id} failed after {streamed.n} streamed tokens") from exc
                 continue
             finally:
                 rep.in_flight -= 1
@@ -205,3 +211,14 @@ async def create_pool(
             await eng.start()
             engines.append(eng)
     return ReplicaPool(engines, ids)
+
+
+class _Counted:
+    """A token sink that counts what it forwarded (a streamed call must not be retried on another replica)."""
+
+    def __init__(self, sink: TokenSink) -> None:
+        self.sink, self.n = sink, 0
+
+    def __call__(self, ids: list[int]) -> None:
+        self.n += len(ids)
+        self.sink(ids)

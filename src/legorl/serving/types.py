@@ -8,13 +8,19 @@ a Ray actor.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 FinishReason = Literal["stop", "length", "abort"]
+
+# Streaming: called on the caller's event loop with each run of newly sampled token ids, in order and
+# before `generate` returns. What it has been given is always a prefix of the final `token_ids`. An
+# engine that cannot stream (one behind a process or Ray boundary) never calls it: the caller then
+# takes every token from the final output. It must be cheap and must not raise.
+TokenSink = Callable[[list[int]], None]
 
 
 class EngineError(Exception):
@@ -75,6 +81,12 @@ class GenerateRequest:
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     session_id: str | None = None
     return_routed_experts: bool = False
+    on_tokens: TokenSink | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, object]:
+        """A sink is a closure on the caller's loop: it does not cross a process (that replica then
+        streams at the end, from the final output)."""
+        return {**self.__dict__, "on_tokens": None}
 
 
 @dataclass
@@ -148,7 +160,9 @@ class Engine(Protocol):
     @property
     def weight_version(self) -> int: ...
 
-    async def generate(self, request: GenerateRequest) -> TokenOutput: ...
+    async def generate(self, request: GenerateRequest) -> TokenOutput:
+        """Sample a completion; feeds `request.on_tokens` (when set) as tokens are sampled."""
+        ...
 
     async def prompt_logprobs(self, token_ids: list[int], temperature: float = 1.0) -> list[float | None]:
         """log p(ids[i] | ids[:i]) for every position; index 0 is None (vLLM's convention)."""

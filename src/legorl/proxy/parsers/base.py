@@ -39,6 +39,9 @@ def new_call_id() -> str:
 
 class ToolParser(ABC):
     name: str = ""
+    # where a call can start in the text: a streamed reply's text stops at the first of these (the rest
+    # is parsed at the end). None: unknown, so nothing is streamed before the call is done.
+    stream_markers: tuple[str, ...] | None = None
 
     @abstractmethod
     def parse(self, text: str, tools: list[ToolSpec]) -> ParseResult:

@@ -40,6 +40,7 @@ def _decode(body: str, known: set[str]) -> ToolCall | None:
 @register_parser
 class HermesParser(ToolParser):
     name = "hermes"
+    stream_markers = ("<tool_call>",)
 
     def parse(self, text: str, tools: list[ToolSpec]) -> ParseResult:
         if "<tool_call>" not in text:

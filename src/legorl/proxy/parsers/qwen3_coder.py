@@ -44,6 +44,7 @@ def _typed(value: str, schema: dict[str, Any] | None) -> Any:
 @register_parser
 class Qwen3CoderParser(ToolParser):
     name = "qwen3_coder"
+    stream_markers = ("<tool_call>", "<function=")
 
     def parse(self, text: str, tools: list[ToolSpec]) -> ParseResult:
         if "<function=" not in text:

@@ -385,6 +385,8 @@ class EmbeddedEngine:
                 s.weight_version = self._version
             s.tokens.append(t)
             s.logprobs.append(lp)
+            if s.request.on_tokens is not None:  # before the finish below: FIFO on the caller's loop
+                s.loop.call_soon_threadsafe(s.request.on_tokens, [t])
             s.t_first = s.t_first or now
             self._counters["generated"] += 1
             sp = s.request.sampling
