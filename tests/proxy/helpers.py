@@ -43,6 +43,8 @@ class ScriptedManager:
         if text is None:
             return await self.real.generate(request)
         ids = encode_text(self.tok, text) + ([self.eos] if self.eos is not None else [])
+        for t in ids if request.on_tokens is not None else ():  # streamed one token at a time, as an engine does
+            request.on_tokens([t])
         temp = request.sampling.temperature or 1.0
         lps = await self.real.prompt_logprobs(request.prompt_ids + ids, request.session_id, temp)
         finish = "stop" if self.eos is not None else "length"
