@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 from legorl.serving.balancer import LoadBalancer
 from legorl.serving.pool import REPLICA_FAILURES, NoHealthyReplicaError, Replica, ReplicaPool
 from legorl.serving.scheduler import AdmissionAborted, SchedulerConfig, SessionScheduler
-from legorl.serving.types import Engine, EngineClosedError, GenerateRequest, TokenOutput, TokenSink
+from legorl.serving.types import CountingSink, Engine, EngineClosedError, GenerateRequest, TokenOutput
 
 T = TypeVar("T")
 
@@ -134,7 +134,7 @@ class PoolManager:
         return rep.id, rep.engine
 
     async def _run_generate(self, request: GenerateRequest, prefer: str | None) -> TokenOutput:
-        streamed = _Counted(request.on_tokens) if request.on_tokens is not None else None
+        streamed = CountingSink(request.on_tokens) if request.on_tokens is not None else None
         if streamed is not None:
             request = dataclasses.replace(request, on_tokens=streamed)
         while True:
@@ -212,13 +212,3 @@ async def create_pool(
             engines.append(eng)
     return ReplicaPool(engines, ids)
 
-
-class _Counted:
-    """A token sink that counts what it forwarded (a streamed call must not be retried on another replica)."""
-
-    def __init__(self, sink: TokenSink) -> None:
-        self.sink, self.n = sink, 0
-
-    def __call__(self, ids: list[int]) -> None:
-        self.n += len(ids)
-        self.sink(ids)

@@ -23,6 +23,18 @@ FinishReason = Literal["stop", "length", "abort"]
 TokenSink = Callable[[list[int]], None]
 
 
+class CountingSink:
+    """A sink that counts what it forwarded: a call whose tokens already went out must not be run
+    again (another replica, a restarted server) or the stream would contradict itself."""
+
+    def __init__(self, sink: TokenSink) -> None:
+        self.sink, self.n = sink, 0
+
+    def __call__(self, ids: list[int]) -> None:
+        self.n += len(ids)
+        self.sink(ids)
+
+
 class EngineError(Exception):
     """Base class for errors raised by an engine for a request it cannot serve."""
 

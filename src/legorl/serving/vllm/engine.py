@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import io
 import itertools
 import json
@@ -34,6 +35,7 @@ from legorl.serving.types import (
     MAX_TEMPERATURE,
     MIN_TOP_P,
     ContextLengthError,
+    CountingSink,
     EngineClosedError,
     EngineError,
     EngineStats,
@@ -42,9 +44,11 @@ from legorl.serving.types import (
     InvalidRequestError,
     PrefixProbe,
     TokenOutput,
+    TokenSink,
 )
 from legorl.serving.vllm.metrics import VLLMMetrics
 from legorl.serving.vllm.server import VLLMServer, VLLMServerConfig
+from legorl.serving.vllm.stream import StreamHTTPError, raise_for, stream_completion
 from legorl.serving.vllm.weights import (
     SafetensorsExporter,
     check_state_dict,
@@ -182,10 +186,13 @@ class VLLMEngine:
         seed = request.sampling.seed
         if seed is None:  # drawn once, so a re-run after a restart samples the same tokens
             seed = (self._seed * 1_000_003 + next(self._order)) % (2**63)
+        sent = CountingSink(request.on_tokens) if request.on_tokens is not None else None
+        if sent is not None:
+            request = dataclasses.replace(request, on_tokens=sent)
         try:
             return await self._generate(request, self._version, seed)
         except EngineError:
-            if self._closed or self.server is None or not await self.server.died(within_s=3.0):
+            if (sent is not None and sent.n) or self._closed or self.server is None or not await self.server.died(within_s=3.0):
                 raise
         await self._ensure_alive()
         return await self._generate(request, self._version, seed)
@@ -204,7 +211,10 @@ class VLLMEngine:
         if 0 < sp.top_k < (self.vocab_size or 2**31 - 1):
             body["top_k"] = int(sp.top_k)
         t0 = time.perf_counter()
-        data = await self._post("/v1/completions", body)
+        if request.on_tokens is not None and not request.return_routed_experts:  # R3 rows come whole, at the end
+            data = await self._stream(body, request.on_tokens)
+        else:
+            data = await self._post("/v1/completions", body)
         choice = data["choices"][0]
         tokens = [int(t) for t in choice.get("token_ids") or []]
         lp = (choice.get("logprobs") or {}).get("token_logprobs") or []
@@ -453,27 +463,25 @@ class VLLMEngine:
                 self._check_open()
                 raise EngineError(f"vLLM server {self.url} failed on {path}: {e}") from e
         if status >= 400:
-            message = _error_message(text)
-            if status == 400 and ("context length" in message or "maximum model length" in message):
-                raise ContextLengthError(message, 0, self.max_model_len)
-            if 400 <= status < 500:
-                raise InvalidRequestError(f"vLLM refused {path}: {message}")
-            raise EngineError(f"vLLM server error on {path} (HTTP {status}): {message}")
+            raise_for(path, status, text, self.max_model_len)
         try:
             return json.loads(text) if text else {}
         except ValueError as e:
             raise EngineError(f"vLLM returned non-JSON on {path}: {text[:200]}") from e
 
-
-def _error_message(text: str) -> str:
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text[:500]
-    err = data.get("error", data) if isinstance(data, dict) else data
-    if isinstance(err, dict):
-        return str(err.get("message") or err.get("detail") or err)[:500]
-    return str(err)[:500]
+    async def _stream(self, body: dict[str, Any], sink: TokenSink) -> dict[str, Any]:
+        """`/v1/completions` streamed: `sink` gets each chunk's ids (not retried: tokens went out)."""
+        await self.start()
+        assert self._session is not None
+        path = "/v1/completions"
+        try:
+            return await stream_completion(self._session, self.url + path, body, sink)
+        except StreamHTTPError as e:
+            raise_for(path, e.status, e.text, self.max_model_len)
+        except (aiohttp.ClientError, ValueError) as e:
+            self._check_open()
+            raise EngineError(f"vLLM server {self.url} failed on streamed {path}: {e}") from e
+        raise AssertionError("unreachable")
 
 
 def _vocab_size(model_dir: Path | None) -> int | None:
