@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 from collections.abc import Callable
 
 import anthropic
@@ -18,6 +19,7 @@ import pytest
 
 from legorl.proxy.parsers import get_parser
 from legorl.proxy.streaming import TextStream
+from legorl.serving.types import GenerateRequest, SamplingParams
 
 from .test_clients import CALL, TOOLS_OA, an, oa, scripted_server
 
@@ -183,3 +185,11 @@ async def test_error_before_first_token_is_an_http_error(proxy):
     with pytest.raises(anthropic.BadRequestError):
         async with an(s).messages.stream(model="p", messages=MSGS, max_tokens=10**6) as st:
             await st.get_final_message()
+
+
+def test_a_pickled_request_drops_its_sink():
+    """Process and Ray replicas get the request without the sink (a closure on this loop): they stream
+    at the end, from the final output."""
+    req = GenerateRequest([1, 2, 3], SamplingParams(max_tokens=4, seed=1), on_tokens=lambda ids: None)
+    back = pickle.loads(pickle.dumps(req))
+    assert back.on_tokens is None and back == req and req.on_tokens is not None

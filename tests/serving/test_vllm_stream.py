@@ -16,7 +16,7 @@ from legorl.serving.vllm import VLLMEngine
 from .reference import prompt
 
 pytestmark = pytest.mark.slow
-N = 48
+N = 32
 
 
 @pytest.fixture
