@@ -3,12 +3,13 @@
     .venv/bin/python bench/ttft.py [--model smollm2-135m-instruct] [--gen 64] [--rounds 2]
                                    [--before-rev 18786b7]
 
-Starts `legorl serve` twice, one after the other (never side by side): from the source tree at
-`--before-rev` (exported with `git archive`; the default is the last commit before streaming, whose
-proxy wrote every event after the generation) and from this checkout. Against each, the official
-`openai` / `anthropic` clients stream a `--gen`-token greedy call (`ignore_eos`) for chat completions,
-the Responses API and Anthropic messages, after one warm-up call per API. TTFT is when the first
-non-empty text delta reaches the client; total is when the stream ends. Medians over `--rounds`.
+Starts two `legorl serve`: from the source tree at `--before-rev` (exported with `git archive`; the
+default is the last commit before streaming, whose proxy wrote every event after the generation) and
+from this checkout. The official `openai` / `anthropic` clients stream a `--gen`-token greedy call
+(`ignore_eos`) for chat completions, the Responses API and Anthropic messages, alternating between the
+two servers call by call (one decodes at a time, both see the same machine load), after one warm-up
+call per API and server. TTFT is when the first non-empty text delta reaches the client; total is when
+the stream ends. Medians over `--rounds`.
 """
 
 from __future__ import annotations
@@ -68,35 +69,49 @@ def one_call(api: str, base: str, gen: int) -> tuple[float, float]:
     return (first if first is not None else total), total
 
 
-def measure(src: Path, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
-    cmd = [sys.executable, "-m", "legorl.cli", "serve", "--model", args.model]
+def start(src: Path, model: str) -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, "-m", "legorl.cli", "serve", "--model", model]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(src)}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
-    try:
-        url = proc.stdout.readline().split(" on ")[-1].strip()
-        if not url.startswith("http"):
-            raise SystemExit(f"legorl serve from {src} did not start")
-        out = {}
-        for api in APIS:
+    url = proc.stdout.readline().split(" on ")[-1].strip()
+    if not url.startswith("http"):
+        proc.kill()
+        raise SystemExit(f"legorl serve from {src} did not start")
+    return proc, url
+
+
+def measure(urls: dict[str, str], args: argparse.Namespace) -> dict[str, dict[str, tuple[float, float]]]:
+    """Calls alternate between the servers (same load for both); one server decodes at a time."""
+    runs: dict[str, dict[str, list[tuple[float, float]]]] = {k: {a: [] for a in APIS} for k in urls}
+    for api in APIS:
+        for url in urls.values():
             one_call(api, url, 4)  # warm-up
-            runs = [one_call(api, url, args.gen) for _ in range(args.rounds)]
-            out[api] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
-        return out
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    for _ in range(args.rounds):
+        for api in APIS:
+            for k, url in urls.items():
+                runs[k][api].append(one_call(api, url, args.gen))
+    return {k: {a: (statistics.median(r[0] for r in v[a]), statistics.median(r[1] for r in v[a])) for a in APIS}
+            for k, v in runs.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--gen", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--before-rev", default="18786b7", help="a commit whose proxy buffered its streams")
     args = ap.parse_args()
+    procs = []
     with tempfile.TemporaryDirectory() as tmp:
-        before = measure(export_src(args.before_rev, Path(tmp)), args)
-    after = measure(ROOT / "src", args)
+        try:
+            for src in (export_src(args.before_rev, Path(tmp)), ROOT / "src"):
+                procs.append(start(src, args.model))
+            res = measure({"before": procs[0][1], "after": procs[1][1]}, args)
+        finally:
+            for proc, _ in procs:
+                proc.terminate()
+                proc.wait(30)
+    before, after = res["before"], res["after"]
     print(f"streamed {args.gen}-token greedy call through `legorl serve --model {args.model}` "
           f"(median of {args.rounds}; seconds)")
     print(f"{'api':<10} {'before ttft':>11} {'before total':>12} {'after ttft':>10} {'after total':>11} "

@@ -147,9 +147,12 @@ async def run_stream(request: web.Request, call: Coroutine[Any, Any, CallResult]
                 raise ConnectionResetError("client disconnected")
         try:
             result = task.result()
-        except ProxyError as err:
+        except Exception as exc:
             if resp is None:
                 raise
+            if not isinstance(exc, ProxyError):  # headers are out: the error can only be an event now
+                log.exception("proxy: a streamed call failed")
+            err = exc if isinstance(exc, ProxyError) else ProxyError(500, f"internal proxy error: {type(exc).__name__}")
             await resp.write("".join(proto.error(err)).encode())
             await resp.write_eof()
             return None, resp
@@ -162,7 +165,7 @@ async def run_stream(request: web.Request, call: Coroutine[Any, Any, CallResult]
     except ConnectionResetError:  # the client closed the stream: stop its generation
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        return None, resp if resp is not None else web.StreamResponse()
+        return None, resp if resp is not None else web.Response(status=499, text="client closed the connection")
     finally:
         if not task.done():  # the handler itself was cancelled
             task.cancel()
