@@ -193,3 +193,29 @@ def test_a_pickled_request_drops_its_sink():
     req = GenerateRequest([1, 2, 3], SamplingParams(max_tokens=4, seed=1), on_tokens=lambda ids: None)
     back = pickle.loads(pickle.dumps(req))
     assert back.on_tokens is None and back == req and req.on_tokens is not None
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_session_closed_mid_stream_ends_with_an_error_event(api, proxy):
+    """Headers are out when the session is closed under the call: the stream ends with the protocol's
+    error event, which the official clients raise (chat, messages) or report (`response.failed`)."""
+    s = proxy.open_session()
+    closing: list[asyncio.Task] = []
+
+    def close() -> None:
+        closing.append(asyncio.create_task(proxy.close_session(s.id)))
+
+    if api == "responses":
+        stream = await oa(s).responses.create(model="p", input="go", max_output_tokens=1500, stream=True,
+                                              extra_body={"ignore_eos": True})
+        kinds = []
+        async for ev in stream:
+            kinds.append(ev.type)
+            if ev.type == "response.output_text.delta" and not closing:
+                close()
+        assert kinds[-1] == "response.failed" and "response.completed" not in kinds
+    else:
+        with pytest.raises((openai.APIError, anthropic.APIStatusError), match="generation was aborted") as err:
+            await stream_text(api, s, 1500, on_first=close)
+        assert not isinstance(err.value, openai.APIConnectionError | anthropic.APIConnectionError)
+    await asyncio.gather(*closing)

@@ -154,12 +154,6 @@ class ResponseEvents:
         self._msg = None
         self.emit("response.output_item.done", output_index=where["output_index"], item=item)
 
-    def message(self, pieces: list[str], status: str) -> None:
-        self.open_message()
-        for p in pieces:
-            self.text(p)
-        self.close_message(status)
-
     def function_call(self, call_id: str, name: str, arguments: str) -> None:
         i, item_id = len(self.output), "fc_" + secrets.token_hex(24)
         head = {"id": item_id, "type": "function_call", "status": "in_progress", "call_id": call_id, "name": name,
