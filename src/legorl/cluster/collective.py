@@ -51,9 +51,22 @@ def backend_for(device: torch.device | str) -> str:
     return "nccl" if torch.device(device).type == "cuda" else "gloo"
 
 
+ALIGN = 16  # each tensor starts at a multiple of this in the flat buffer (so its view is aligned for its dtype)
+
+
+def _padded(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
 def pack(bucket: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[str, ...], tuple[tuple[int, ...], ...]]:
-    """The bucket as one flat uint8 tensor (its tensors' bytes back to back), with their dtypes and shapes."""
-    parts = [t.detach().contiguous().reshape(-1).view(torch.uint8) for t in bucket.values()]
+    """The bucket as one flat uint8 tensor (its tensors' bytes back to back, each padded to `ALIGN`), with
+    their dtypes and shapes."""
+    parts = []
+    for t in bucket.values():
+        raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
+        parts.append(raw)
+        if (pad := _padded(raw.numel()) - raw.numel()):
+            parts.append(torch.zeros(pad, dtype=torch.uint8))
     flat = torch.cat(parts) if parts else torch.empty(0, dtype=torch.uint8)
     dtypes = tuple(str(t.dtype).removeprefix("torch.") for t in bucket.values())
     return flat, dtypes, tuple(tuple(t.shape) for t in bucket.values())
@@ -61,15 +74,15 @@ def pack(bucket: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[str, .
 
 def unpack(flat: torch.Tensor, meta: CollectiveBucket) -> dict[str, torch.Tensor]:
     """Views of `flat` as the bucket's tensors (no copy)."""
+    sizes = [getattr(torch, dt).itemsize * int(torch.Size(shape).numel()) for dt, shape in zip(meta.dtypes, meta.shapes,
+                                                                                                 strict=True)]
+    if sum(map(_padded, sizes)) != flat.numel():
+        raise TransferError(f"bucket {meta.seq}: layout covers {sum(map(_padded, sizes))} bytes, got {flat.numel()}")
     out: dict[str, torch.Tensor] = {}
     off = 0
-    for name, dt, shape in zip(meta.names, meta.dtypes, meta.shapes, strict=True):
-        dtype = getattr(torch, dt)
-        n = dtype.itemsize * (int(torch.Size(shape).numel()))
-        out[name] = flat[off:off + n].view(dtype).view(shape)
-        off += n
-    if off != flat.numel():
-        raise TransferError(f"bucket {meta.seq}: layout covers {off} bytes, received {flat.numel()}")
+    for name, dt, shape, n in zip(meta.names, meta.dtypes, meta.shapes, sizes, strict=True):
+        out[name] = flat[off:off + n].view(getattr(torch, dt)).view(shape)
+        off += _padded(n)
     return out
 
 
@@ -198,8 +211,10 @@ class Receiver:
         self.pair: PairGroup | None = None
 
     def join(self, addr: str, port: int, timeout_s: float, backend: str = "gloo") -> None:
+        """Its receives wait up to twice `timeout_s`: the sender may first wait out a stalled sibling replica
+        (up to `timeout_s` on the bucket before) and must not make this healthy one time out as well."""
         self.pair = None
-        self.pair = PairGroup.join(addr, port, timeout_s, backend)
+        self.pair = PairGroup.join(addr, port, 2 * timeout_s, backend)
 
     def receive(self, meta: CollectiveBucket, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
         if self.pair is None:
