@@ -40,6 +40,9 @@ VARIANTS = {
     "in-process": [],
     "ray-1": [*RAY, "serving.n_replicas=1"],
     "ray-2": [*RAY, "serving.n_replicas=2", "serving.threads_per_replica=1"],
+    "ray-1-collective": [*RAY, "serving.n_replicas=1", "cluster.weight_transport=collective"],
+    "ray-2-collective": [*RAY, "serving.n_replicas=2", "serving.threads_per_replica=1",
+                         "cluster.weight_transport=collective"],
 }
 
 _CHILD = r"""
@@ -127,6 +130,8 @@ SYNC_RAY = ["cluster.runtime=ray", "cluster.max_restarts=0", "trainer.n_ranks=1"
 SYNC_SETTINGS = {f"{t}, {n} replica{'s' if n > 1 else ''}": [*SYNC_RAY, f"serving.n_replicas={n}",
                                                              f"cluster.weight_transport={t}"]
                  for t in ("object_store", "collective") for n in (1, 2)}
+SYNC_SETTINGS.update({f"collective, {n} replica{'s' if n > 1 else ''}, 64 MB buckets": [
+    *SYNC_SETTINGS[f"collective, {n} replica{'s' if n > 1 else ''}"], "trainer.weight_bucket_mb=64"] for n in (1, 2)})
 
 
 def run_weights(config: str, syncs: int, extra: list[str]) -> None:
@@ -147,8 +152,9 @@ def run_weights(config: str, syncs: int, extra: list[str]) -> None:
               + ", ".join(f"{t:.2f}" for t in r["all_s"]))
     obj = {r["name"].split(", ")[1]: r["seconds"] for r in rows if r["name"].startswith("object_store")}
     for r in sorted((r for r in rows if r["name"].startswith("collective")), key=lambda r: r["seconds"]):
-        n = r["name"].split(", ")[1]
-        print(f"collective weight sync: {r['seconds']:.2f} s ({r['bytes'] / 1e6:.0f} MB, {n}); "
+        _, n, *rest = r["name"].split(", ")
+        note = f" [{', '.join(rest)}]" if rest else " [256 MB buckets]"
+        print(f"collective weight sync: {r['seconds']:.2f} s ({r['bytes'] / 1e6:.0f} MB, {n}){note}; "
               f"object store {obj[n]:.2f} s ({obj[n] / r['seconds']:.1f}x)")
 
 
