@@ -145,10 +145,10 @@ def run_weights(config: str, syncs: int, extra: list[str]) -> None:
     if proc.returncode != 0 or len(rows) != len(settings):
         sys.exit(f"weight-sync bench failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
     print(f"{config}: weight sync, median of {max(syncs - 1, 1)} timed sync(s) after a warm-up")
-    print(f"{'setting':28s} {'seconds':>9s} {'MB':>8s} {'MB/s per replica':>17s}  all syncs (s)")
+    print(f"{'setting':40s} {'seconds':>9s} {'MB':>8s} {'MB/s per replica':>17s}  all syncs (s)")
     for r in rows:
         mb = r["bytes"] / 1e6
-        print(f"{r['name']:28s} {r['seconds']:9.2f} {mb:8.0f} {mb / r['seconds']:17.0f}  "
+        print(f"{r['name']:40s} {r['seconds']:9.2f} {mb:8.0f} {mb / r['seconds']:17.0f}  "
               + ", ".join(f"{t:.2f}" for t in r["all_s"]))
     obj = {r["name"].split(", ")[1]: r["seconds"] for r in rows if r["name"].startswith("object_store")}
     for r in sorted((r for r in rows if r["name"].startswith("collective")), key=lambda r: r["seconds"]):
