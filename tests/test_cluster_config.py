@@ -18,7 +18,7 @@ def test_ray_only_settings_are_refused_on_the_local_runtime(key, value):
 
 
 def test_the_collective_weight_transport_is_for_embedded_replicas():
-    with pytest.raises(ValueError, match="cluster.weight_transport='collective'"):
+    with pytest.raises(ValueError, match=r"cluster\.weight_transport='collective'"):
         RunConfig.model_validate({"cluster": {"runtime": "ray", "weight_transport": "collective"},
                                   "serving": {"engine": "vllm"}})
     with pytest.raises(ValueError, match="weight_sync_timeout_s"):
