@@ -1,7 +1,15 @@
-"""Trials per hour and step time: in-process vs 1 vs 2 engine replica actors on a local 3-node Ray cluster.
+"""Trials per hour and step time: in-process vs 1 vs 2 engine replica actors on a local 3-node Ray cluster;
+and (`--weights`) the weight sync alone: object store vs collective transport, 1 and 2 replicas.
 
     .venv/bin/python bench/cluster.py [--config examples/demo.toml] [--steps 2] [--variants in-process,ray-1,ray-2]
                                       [--set key=value ...]
+    .venv/bin/python bench/cluster.py --weights [--syncs 3]
+
+`--weights` starts the same 3-node cluster once and, per setting, the run's own pieces (`RayRuntime`, a
+`RayTrainer` with one rank, the model of `--config`) and times `push_weights` (the path `legorl train` takes
+after each update: pause, every bucket to every replica, resume) `--syncs` times; the first is a warm-up. It
+prints seconds, bytes and MB/s per replica per setting (the median of the timed syncs), then one line per
+collective setting, fastest first: `collective weight sync: X s (N MB, R replicas)`.
 
 Each variant runs `train()` for `--steps` steps in a fresh process. The Ray variants start a 3-node
 cluster on this machine (`ray.cluster_utils.Cluster`: a head node for the driver, gateway and trainer
@@ -32,6 +40,9 @@ VARIANTS = {
     "in-process": [],
     "ray-1": [*RAY, "serving.n_replicas=1"],
     "ray-2": [*RAY, "serving.n_replicas=2", "serving.threads_per_replica=1"],
+    "ray-1-collective": [*RAY, "serving.n_replicas=1", "cluster.weight_transport=collective"],
+    "ray-2-collective": [*RAY, "serving.n_replicas=2", "serving.threads_per_replica=1",
+                         "cluster.weight_transport=collective"],
 }
 
 _CHILD = r"""
@@ -61,6 +72,92 @@ KEYS = ("timing/step_s", "timing/rollout_s", "timing/update_s", "timing/weight_s
         "trials_per_hour", "budget/engine/decode_tokens", "budget/engine/decode_tok_s", "rollout/pass_rate")
 
 
+_SYNC_CHILD = r"""
+import asyncio, json, statistics, sys, tempfile
+import ray
+from ray.cluster_utils import Cluster
+from legorl.config import load_config
+from legorl.rundir import RunDir
+from legorl.train.loop import start_runtime, start_trainer
+from legorl.train.steps import push_weights
+from legorl.serving.weight_sync import WeightSync
+from legorl.models.store import resolve_model
+
+config, syncs, settings = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {"head": 1},
+                                                        "object_store_memory": 1_500_000_000})
+for _ in range(2):
+    cluster.add_node(num_cpus=2, resources={"rollout": 1}, object_store_memory=1_500_000_000)
+cluster.wait_for_nodes()
+ray.init(address=cluster.address, log_to_driver=False)
+
+async def one(overrides):
+    cfg = load_config(config, overrides)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"output_dir": tmp})})
+        run_dir = RunDir.of(cfg.run.output_dir, cfg.run.name)
+        run_dir.root.mkdir(parents=True, exist_ok=True)
+        runtime = await start_runtime(cfg, run_dir)
+        trainer = None
+        try:
+            trainer = start_trainer(cfg, resolve_model(cfg.model.path))
+            if hasattr(runtime, "attach_trainer"):
+                runtime.attach_trainer(trainer)
+            sync = WeightSync(runtime.engines)
+            times = []
+            for _ in range(syncs):
+                times.append(await push_weights(runtime, sync, trainer))
+            health = await runtime.health()
+            assert all(health["replicas"].values()) and set(health["versions"].values()) == {sync.version}, health
+            return {"seconds": statistics.median(times[1:] or times), "all_s": times, "bytes": sync.last_bytes}
+        finally:
+            if trainer is not None:
+                trainer.close()
+            await runtime.close()
+
+try:
+    for name, overrides in settings.items():
+        print("RESULT " + json.dumps({"name": name, **asyncio.run(one(overrides))}), flush=True)
+finally:
+    ray.shutdown()
+    cluster.shutdown()
+"""
+
+SYNC_RAY = ["cluster.runtime=ray", "cluster.max_restarts=0", "trainer.n_ranks=1",
+            'cluster.engines={resources={rollout=0.4},strategy="STRICT_SPREAD"}',
+            'cluster.hosts={resources={rollout=0.4}}', 'cluster.trainer={resources={head=0.4}}',
+            'cluster.gateway={resources={head=0.1}}', "serving.threads_per_replica=1"]
+SYNC_SETTINGS = {f"{t}, {n} replica{'s' if n > 1 else ''}": [*SYNC_RAY, f"serving.n_replicas={n}",
+                                                             f"cluster.weight_transport={t}"]
+                 for t in ("object_store", "collective") for n in (1, 2)}
+SYNC_SETTINGS.update({f"collective, {n} replica{'s' if n > 1 else ''}, 64 MB buckets": [
+    *SYNC_SETTINGS[f"collective, {n} replica{'s' if n > 1 else ''}"], "trainer.weight_bucket_mb=64"] for n in (1, 2)})
+
+
+def run_weights(config: str, syncs: int, extra: list[str]) -> None:
+    import json
+    import subprocess
+
+    settings = {k: [*extra, *v] for k, v in SYNC_SETTINGS.items()}
+    proc = subprocess.run([sys.executable, "-c", _SYNC_CHILD, config, str(syncs), json.dumps(settings)],
+                          capture_output=True, text=True)
+    rows = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or len(rows) != len(settings):
+        sys.exit(f"weight-sync bench failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
+    print(f"{config}: weight sync, median of {max(syncs - 1, 1)} timed sync(s) after a warm-up")
+    print(f"{'setting':40s} {'seconds':>9s} {'MB':>8s} {'MB/s per replica':>17s}  all syncs (s)")
+    for r in rows:
+        mb = r["bytes"] / 1e6
+        print(f"{r['name']:40s} {r['seconds']:9.2f} {mb:8.0f} {mb / r['seconds']:17.0f}  "
+              + ", ".join(f"{t:.2f}" for t in r["all_s"]))
+    obj = {r["name"].split(", ")[1]: r["seconds"] for r in rows if r["name"].startswith("object_store")}
+    for r in sorted((r for r in rows if r["name"].startswith("collective")), key=lambda r: r["seconds"]):
+        _, n, *rest = r["name"].split(", ")
+        note = f" [{', '.join(rest)}]" if rest else " [256 MB buckets]"
+        print(f"collective weight sync: {r['seconds']:.2f} s ({r['bytes'] / 1e6:.0f} MB, {n}){note}; "
+              f"object store {obj[n]:.2f} s ({obj[n] / r['seconds']:.1f}x)")
+
+
 def run_variant(config: str, overrides: list[str], steps: int, out_dir: str) -> dict:
     return demo_step.run_variant(config, overrides, steps, out_dir, child=_CHILD)
 
@@ -71,7 +168,12 @@ def main() -> None:
     ap.add_argument("--variants", default="in-process,ray-1,ray-2")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--set", action="append", default=[], help="key=value for every variant (repeatable)")
+    ap.add_argument("--weights", action="store_true", help="time the weight sync alone, per transport")
+    ap.add_argument("--syncs", type=int, default=3)
     args = ap.parse_args()
+    if args.weights:
+        run_weights(args.config, args.syncs, args.set)
+        return
     from legorl.config import load_config
 
     rows = {}

@@ -10,11 +10,19 @@ from legorl.config.cluster import RoleSection
 
 
 @pytest.mark.parametrize("key,value", [("sandbox_hosts", 2), ("ray_address", "auto"), ("bind_host", "0.0.0.0"),
-                                       ("engines", {"num_gpus": 1})])
+                                       ("engines", {"num_gpus": 1}), ("weight_transport", "collective")])
 def test_ray_only_settings_are_refused_on_the_local_runtime(key, value):
     with pytest.raises(ValueError, match=f"cluster.{key} only applies with cluster.runtime='ray'"):
         RunConfig.model_validate({"cluster": {key: value}})
     RunConfig.model_validate({"cluster": {"runtime": "ray", key: value}})
+
+
+def test_the_collective_weight_transport_is_for_embedded_replicas():
+    with pytest.raises(ValueError, match=r"cluster\.weight_transport='collective'"):
+        RunConfig.model_validate({"cluster": {"runtime": "ray", "weight_transport": "collective"},
+                                  "serving": {"engine": "vllm"}})
+    with pytest.raises(ValueError, match="weight_sync_timeout_s"):
+        RunConfig.model_validate({"cluster": {"runtime": "ray", "weight_sync_timeout_s": 0}})
 
 
 def test_a_local_config_survives_its_own_json():

@@ -5,6 +5,11 @@ Head node: the driver, the gateway and 2 trainer ranks (resource `head`); two ro
 real: a replica's process is SIGKILLed between two steps (Ray restarts it; the gateway fails its
 sessions over, then revives it with the current weights), a sandbox host's process is SIGKILLed while
 its trials run (they end as infra failures, filtered and counted).
+
+The sync run uses the collective weight transport (`cluster.weight_transport = "collective"`, gloo pair groups
+between trainer rank 0 and each replica) and also SIGKILLs a replica in the middle of step 1's broadcast: the
+driver's forwarding of the second bucket is wrapped (monkeypatched) only to pick that moment, the kill is real.
+The async run keeps the object-store transport (the default).
 """
 
 from __future__ import annotations
@@ -34,13 +39,14 @@ def _alive(cls: str) -> list[dict]:
             if a["ActorClassName"] == cls and a["State"] == "ALIVE"]
 
 
-def _config(tiny_run_config, name: str, **extra):
+def _config(tiny_run_config, name: str, cluster: dict | None = None, trainer: dict | None = None, **extra):
     return load_config(tiny_run_config(
         name,
         agent={"kwargs": {"tools": False}},
         serving={"n_replicas": 2, "threads_per_replica": 1},
-        trainer={"train_batch_size": 2, "total_steps": 2, "n_ranks": 2},
+        trainer={"train_batch_size": 2, "total_steps": 2, "n_ranks": 2, **(trainer or {})},
         cluster={
+            **(cluster or {}),
             "runtime": "ray", "sandbox_hosts": 2, "max_restarts": 2,
             "engines": {"resources": {"rollout": 0.4}, "strategy": "STRICT_SPREAD"},
             "hosts": {"resources": {"rollout": 0.4}, "strategy": "STRICT_SPREAD"},
@@ -60,9 +66,24 @@ def _assert_all_gone() -> None:
         assert _alive(cls) == [], f"{cls} actors outlived the run"
 
 
-async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(ray_cluster, tiny_run_config):
-    cfg = _config(tiny_run_config, "sync")
+async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(ray_cluster, tiny_run_config, monkeypatch):
+    # 1 MB buckets: the tiny model's weights travel in several, so a replica can die between two of them
+    cfg = _config(tiny_run_config, "sync", cluster={"weight_transport": "collective", "weight_sync_timeout_s": 30},
+                  trainer={"weight_bucket_mb": 1})
     placed: dict[str, set[str]] = {}
+    from legorl.cluster.runtime import GatewayTarget
+
+    forward = GatewayTarget.update_weights
+    sent = {"buckets": 0}
+
+    async def kill_mid_broadcast(self, bucket, version, mode="wait"):
+        sent["buckets"] += 1
+        if version == 1 and sent["buckets"] == 2:  # step 1's sync: bucket 1 delivered, bucket 2 on the wire
+            placed["killed_in_sync"] = {_alive("ReplicaActor")[0]["Pid"]}
+            os.kill(next(iter(placed["killed_in_sync"])), signal.SIGKILL)
+        await forward(self, bucket, version, mode)
+
+    monkeypatch.setattr(GatewayTarget, "update_weights", kill_mid_broadcast)
 
     def on_line(line: str) -> None:
         if line.startswith("step:1 "):
@@ -86,6 +107,12 @@ async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(ray_clu
         killer.cancel()
     assert [h["step"] for h in history] == [1, 2]
     assert len(placed["replicas"]) == 2 and len(placed["hosts"]) == 2  # one of each per rollout node
+    s1 = history[0]
+    # the replica killed mid-broadcast was marked dead, the sync finished on the other, and it came back with a
+    # full sync before step 1 ended
+    assert sent["buckets"] > 2 and placed["killed_in_sync"]
+    assert s1["cluster/weight_sync_failures"] >= 1 and s1["cluster/replicas_revived"] >= 1
+    assert s1["pool/healthy"] == 2 and s1["weight_sync/revive_s"] > 0
     s2 = history[-1]
     assert s2["cluster/replicas_revived"] >= 1 and s2["pool/healthy"] == 2  # back before step 2 ended
     assert s2["manager/failovers"] >= 1  # step 2's sessions on the dead replica moved
@@ -99,6 +126,8 @@ async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(ray_clu
         main = json.loads(rec.read_text())["branches"][0]
         versions |= {v for v, m in zip(main["weight_versions"], main["mask"], strict=True) if m}
     assert versions == {1}
+    # the replicas served step 2 with exactly the trainer's version-1 weights (revived ones included)
+    assert s2["rollout_corr/abs_diff_mean"] <= 1e-5
     _assert_all_gone()
 
 

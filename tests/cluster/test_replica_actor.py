@@ -136,6 +136,35 @@ async def test_remote_bucket_update_then_restore(local_ray, replicas, local):
     assert (again.weight_version, again.token_ids, again.logprobs) == (2, base.token_ids, base.logprobs)
 
 
+async def test_collective_bucket_lands_bitwise(local_ray, replicas, local):
+    """A bucket over a real gloo pair group (this process plays trainer rank 0's `Sender`): the actor's engine
+    then answers exactly as the in-process engine given the same tensors (same tokens, same logprobs)."""
+    from legorl.cluster.collective import CollectiveBucket, Sender, pack
+
+    rep = replicas[1]
+    sender = Sender(timeout_s=20.0)
+    port = sender.open("r1")
+    await asyncio.gather(rep.join_transfer(local_ray.util.get_node_ip_address(), port, 20.0),
+                         asyncio.to_thread(sender.finish, "r1"))
+    original = {k: local.model.state_dict()[k].clone() for k in (PARAM, "model.norm.weight")}
+    g = torch.Generator().manual_seed(1)
+    bucket = {k: v + 0.3 * torch.randn(v.shape, generator=g) for k, v in original.items()}
+    flat, dtypes, shapes = pack(bucket)
+    meta = CollectiveBucket(None, flat.numel(), tuple(bucket), 0, dtypes, shapes, ("r1",))
+    before = [(await local.generate(_greedy(ids))).logprobs for ids in PROMPTS]
+    try:
+        await asyncio.gather(WeightSync([rep]).push(meta, version=5), asyncio.to_thread(sender.send, flat, 0, ["r1"]))
+        assert not sender.failed and rep.weight_version == 5
+        await local.update_weights(bucket, 5)
+        for ids, base in zip(PROMPTS, before, strict=True):
+            got, want = await rep.generate(_greedy(ids)), await local.generate(_greedy(ids))
+            assert (got.weight_version, got.token_ids, got.logprobs) == (5, want.token_ids, want.logprobs)
+            assert want.logprobs != base  # the new weights changed the answer: the match is not vacuous
+    finally:
+        await local.update_weights(original, 0)
+        await WeightSync([rep]).push(original, version=6)
+
+
 async def test_cancelled_generate_is_aborted_on_the_actor(replicas):
     rep = replicas[0]
     before = rep.stats().generated_tokens

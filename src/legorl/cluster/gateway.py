@@ -7,6 +7,10 @@ the driver's one weight-sync target: each bucket's object ref is forwarded to ev
 (the tensors go from the object store to the replica's node, never through the driver or here), and
 the last synced buckets are kept so a replica Ray restarts gets the current weights before it rejoins
 (`revive`). A replica that dies during a sync is marked dead and the sync goes on with the others.
+
+With `cluster.weight_transport = "collective"` the buckets that come are layouts (`CollectiveBucket`): each
+replica in its `peers` receives the bytes over its pair group with trainer rank 0. Nothing is kept for revival
+then: the driver revives a restarted replica itself (`stale_ready`, a fresh pair, a full sync, `rejoin`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class GatewayActor:
         self._last_version = 0
         self._supervisor: asyncio.Task | None = None
         self.revived = 0
+        self.collective = False
+        self.sync_failures = 0  # replicas marked dead during a weight sync
 
     async def start(self, cfg_json: str, run_root: str, replicas: list[Any] | None = None) -> dict[str, Any]:
         """Serve `replicas` (Ray actor handles of `ReplicaActor`s), or start the engines of `cfg.serving`
@@ -50,6 +56,7 @@ class GatewayActor:
         from legorl.runtime.stack import PolicyServer
 
         cfg = RunConfig.model_validate_json(cfg_json)
+        self.collective = cfg.cluster.weight_transport == "collective"
         model_dir = resolve_model(cfg.model.path)
         proxy_config = ProxyConfig.from_section(cfg.serving.proxy, tool_parser=cfg.agent.tool_parser,
                                                 host=cfg.cluster.bind_host, port=cfg.cluster.proxy_port)
@@ -111,31 +118,101 @@ class GatewayActor:
             if self._sync_lock.locked():
                 self._sync_lock.release()
 
-    async def pause(self, mode: Literal["wait", "abort"]) -> None:
-        self._incoming = []
-        await self._each(lambda e: e.pause(mode))
+    async def pause(self, mode: Literal["wait", "abort"], only: list[str] | None = None) -> None:
+        if only is None:
+            self._incoming = []
+        await self._each(lambda e: e.pause(mode), only)
 
-    async def update_weights(self, bucket: Any, version: int, mode: Literal["wait", "abort"]) -> None:
-        """`bucket`: a `RemoteBucket` (its ref is passed on to each replica) or a dict of tensors."""
-        self._incoming.append(bucket)
-        await self._each(lambda e: e.update_weights(bucket, version, mode))
-        self._last_version = int(version)
+    async def update_weights(self, bucket: Any, version: int, mode: Literal["wait", "abort"],
+                             only: list[str] | None = None) -> None:
+        """`bucket`: a `RemoteBucket` (its ref is passed on to each replica), a `CollectiveBucket` (the replicas
+        among its `peers` receive it over the transfer group) or a dict of tensors. `only`: these replicas (a
+        revival), healthy or not; the bucket is not kept for later revivals."""
+        from legorl.cluster.collective import CollectiveBucket
 
-    async def resume(self) -> None:
-        await self._each(lambda e: e.resume())
-        if self._incoming:
+        peers = set(bucket.peers) if isinstance(bucket, CollectiveBucket) else None
+        if only is None and peers is None:
+            self._incoming.append(bucket)
+        await self._each(lambda e: e.update_weights(bucket, version, mode), only, peers)
+        if only is None:
+            self._last_version = int(version)
+
+    async def resume(self, only: list[str] | None = None) -> None:
+        await self._each(lambda e: e.resume(), only)
+        if only is None and self._incoming:
             self._last = (self._last_version, self._incoming)
             self._incoming = []
 
-    async def _each(self, call: Any) -> None:
-        """`call(engine)` on every healthy replica; one that fails as dead is marked dead, not raised."""
-        engines = self._targets()
+    async def _each(self, call: Any, only: list[str] | None = None, peers: set[str] | None = None) -> None:
+        """`call(engine)` on every healthy replica (or the replicas `only` names; of those, the ones in `peers`
+        when given); one that fails as dead is marked dead, not raised."""
+        if only is not None and self.pool is not None:
+            engines = [(r.id, r.engine) for r in self.pool.all() if r.id in only]
+        else:
+            engines = self._targets()
+        if peers is not None:
+            engines = [(rid, e) for rid, e in engines if rid in peers]
         results = await asyncio.gather(*(call(e) for _, e in engines), return_exceptions=True)
         for (rid, _), res in zip(engines, results, strict=True):
             if isinstance(res, REPLICA_FAILURES) and rid is not None and self.pool is not None:
+                if only is not None:
+                    raise res  # a revival: the driver gives that replica up for now
+                if self.pool.get(rid) is not None and self.pool.get(rid).healthy:
+                    self.sync_failures += 1
                 self.pool.mark_dead(rid, f"died during a weight sync: {res!r}")
             elif isinstance(res, BaseException):
                 raise res
+
+    # -- the weight-transfer group (cluster.weight_transport = "collective") ------------------------------
+    async def transfer_targets(self) -> list[str]:
+        """The replicas a sync sends to: the healthy ones."""
+        return [rid for rid, _ in self._targets() if rid is not None]
+
+    async def join_transfer(self, rid: str, addr: str, port: int, timeout_s: float, backend: str) -> bool:
+        """Replica `rid` joins its pair group with trainer rank 0; False (and marked dead) when it cannot."""
+        rep = self.pool.get(rid) if self.pool is not None else None
+        if rep is None:
+            return False
+        try:
+            await rep.engine.join_transfer(addr, port, timeout_s, backend)
+            return True
+        except REPLICA_FAILURES as exc:
+            self.pool.mark_dead(rid, f"could not join the weight-transfer group: {exc!r}")
+            return False
+
+    async def stale_ready(self, timeout_s: float = 0.0) -> list[str]:
+        """Dead replicas that answer again (Ray restarted them, or a transfer to them failed) and wait for a
+        full sync before they rejoin; waits up to `timeout_s` for ones still restarting."""
+        if self.pool is None:
+            return []
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ready = []
+            for rep in self._down():
+                try:
+                    await rep.engine.wait_ready(timeout=2.0)
+                    rep.meta["dead_answers"] = 0
+                    ready.append(rep.id)
+                except TimeoutError:
+                    rep.meta["dead_answers"] = 0
+                except REPLICA_FAILURES:
+                    rep.meta["dead_answers"] = rep.meta.get("dead_answers", 0) + 1
+            waiting = [r for r in self._down() if r.id not in ready]
+            if not waiting or time.monotonic() >= deadline:
+                return ready
+            await asyncio.sleep(0.2)
+
+    async def rejoin(self, rids: list[str]) -> int:
+        """Replicas that got the current weights (a full sync) go back into routing."""
+        n = 0
+        for rid in rids:
+            rep = self.pool.get(rid)
+            if rep is not None and not rep.healthy:
+                self.pool.mark_healthy(rid)
+                self.revived += 1
+                n += 1
+                log.warning("replica %s rejoined at weight version %s (full sync)", rid, rep.engine.weight_version)
+        return n
 
     # -- replica revival ----------------------------------------------------------------------------
     async def revive(self, timeout_s: float = 0.0) -> int:
@@ -167,6 +244,8 @@ class GatewayActor:
             rep.meta["dead_answers"] = rep.meta.get("dead_answers", 0) + 1
             return False
         rep.meta["dead_answers"] = 0
+        if self.collective and self._last_version > 0:
+            return False  # the driver revives it with a full sync over the transfer group (stale_ready)
         async with self._sync_lock:
             try:
                 if self._last is not None:
@@ -196,7 +275,8 @@ class GatewayActor:
         return self.server.partial_counters()
 
     async def metrics(self) -> dict[str, float]:
-        return {**self.server.metrics(), "cluster/replicas_revived": float(self.revived)}
+        return {**self.server.metrics(), "cluster/replicas_revived": float(self.revived),
+                "cluster/weight_sync_failures": float(self.sync_failures)}
 
     async def engine_stats(self) -> list[EngineStats]:
         return [e.stats() for _, e in self._targets()]

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayError, RayTaskError
 
+from legorl.cluster.collective import CollectiveBucket, Receiver
 from legorl.cluster.placement import RolePlacement
 from legorl.serving import types as T
 from legorl.serving.launch import EngineSpec, start_engines
@@ -66,6 +67,7 @@ class ReplicaActor:
         # buckets held for an engine that reloads whole checkpoints (vLLM): applied as one update on resume()
         self._merged: dict[str, Any] = {}
         self._merged_to: tuple[int, Mode] | None = None
+        self._receiver = Receiver()  # its pair of the weight-transfer group (cluster.weight_transport="collective")
         actor_id = ray.get_runtime_context().get_actor_id()
         self._pidfile = Path(tempfile.gettempdir()) / f"legorl-replica-{actor_id}.pgid" if actor_id else None
         if self._pidfile is not None:  # the `vllm serve` of the incarnation Ray killed (SIGKILL runs no cleanup)
@@ -135,6 +137,15 @@ class ReplicaActor:
         version the engine now serves (a merged vLLM update lands on `resume()`)."""
         return await self._run(lambda e: self._update(e, bucket, version, mode))
 
+    async def join_transfer(self, addr: str, port: int, timeout_s: float, backend: str = "gloo") -> tuple[str, str, Any]:
+        """Join this replica's pair of the weight-transfer group hosted by trainer rank 0 at `addr:port`."""
+        async def run(e: Any) -> None:
+            try:
+                await asyncio.to_thread(self._receiver.join, addr, port, timeout_s, backend)
+            except Exception as exc:
+                raise ReplicaDiedError(f"{self.name}: joining the weight-transfer group failed: {exc}") from exc
+        return await self._run(run)
+
     async def pause(self, mode: Mode = "wait") -> tuple[str, str, Any]:
         async def run(e: Any) -> None:
             self._paused = True
@@ -151,7 +162,12 @@ class ReplicaActor:
             return int(e.weight_version)
         return await self._run(run)
 
-    async def _update(self, e: Any, bucket: Mapping[str, Any], version: int, mode: Mode) -> int:
+    async def _update(self, e: Any, bucket: Mapping[str, Any] | CollectiveBucket, version: int, mode: Mode) -> int:
+        if isinstance(bucket, CollectiveBucket):  # its bytes come over the pair group (in a thread: the loop serves on)
+            try:
+                bucket = await asyncio.to_thread(self._receiver.receive, bucket, _engine_device(e))
+            except Exception as exc:  # out of sync now: the gateway marks it dead and revives it with a full sync
+                raise ReplicaDiedError(f"{self.name}: weight transfer failed: {exc}") from exc
         if getattr(e, "accepts_weight_buckets", False):
             await e.update_weights(bucket, version, mode)
         else:
@@ -167,6 +183,11 @@ class ReplicaActor:
         state, (version, mode) = self._merged, self._merged_to
         self._merged, self._merged_to = {}, None
         await e.update_weights(state, version, mode)
+
+
+def _engine_device(e: Any) -> Any:
+    model = getattr(e, "model", None)
+    return next(model.parameters()).device if model is not None else "cpu"
 
 
 def _assigned_cpus() -> float:
@@ -366,12 +387,17 @@ class RayReplica:
                              mode: Mode = "wait") -> None:
         # a RemoteBucket's ref is a top-level argument: Ray resolves it on the replica's node, so the
         # tensors go from the object store to the replica without passing through this process
-        if isinstance(state_dict, RemoteBucket):
-            arg: Any = state_dict.ref
+        if isinstance(state_dict, CollectiveBucket):  # the layout: the bytes come over the transfer group
+            arg: Any = state_dict
+        elif isinstance(state_dict, RemoteBucket):
+            arg = state_dict.ref
         else:
             arg = {k: v.detach().cpu() if hasattr(v, "detach") else v for k, v in state_dict.items()}
         self._version = int(await self._call("update_weights", arg, int(version), mode))
         self._probes.clear()  # new weights, new prefix cache
+
+    async def join_transfer(self, addr: str, port: int, timeout_s: float, backend: str = "gloo") -> None:
+        await self._call("join_transfer", addr, int(port), float(timeout_s), backend)
 
     async def pause(self, mode: Mode = "wait") -> None:
         await self._call("pause", mode)

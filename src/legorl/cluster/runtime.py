@@ -66,6 +66,9 @@ class RayRuntime:
     owns_cluster: bool
     placements: list[RolePlacement] = field(default_factory=list)
     proxy_url: str = ""
+    link: Any = None  # cluster.transfer.CollectiveLink once a trainer is attached (collective transport)
+    weight_transport: str = "object_store"
+    weight_sync_timeout_s: float = 60.0
 
     @classmethod
     async def start(cls, cfg: RunConfig, run_dir: RunDir) -> RayRuntime:
@@ -85,25 +88,43 @@ class RayRuntime:
             await _teardown(runner, gateway, replicas, placements, owns)
             raise
         return cls([GatewayTarget(gateway, int(info["weight_version"]))], runner, gateway, replicas, owns,
-                   placements, str(info["url"]))
+                   placements, str(info["url"]), weight_transport=cfg.cluster.weight_transport,
+                   weight_sync_timeout_s=cfg.cluster.weight_sync_timeout_s)
+
+    def attach_trainer(self, trainer: Any) -> None:
+        """The run's `RayTrainer`: with the collective transport its rank 0 sends the weights to the replicas."""
+        if self.weight_transport == "collective":
+            from legorl.cluster.transfer import CollectiveLink
+
+            self.link = CollectiveLink(self.gateway, trainer, self.weight_sync_timeout_s)
 
     @contextlib.asynccontextmanager
     async def syncing(self) -> AsyncIterator[None]:
+        if self.link is not None:
+            await self.link.prepare()  # pairs for replicas that lack one, before any is paused
         await self.gateway.begin_sync.remote()
         try:
             yield
         finally:
             await self.gateway.end_sync.remote()
+            if self.link is not None:
+                self.link.trainer.collective_peers = None
 
     async def revive(self, timeout_s: float = REVIVE_WAIT_S) -> int:
-        """Replicas Ray restarted rejoin with the current weights; waits up to `timeout_s` for restarting ones."""
+        """Replicas Ray restarted rejoin with the current weights; waits up to `timeout_s` for restarting ones.
+        Collective transport: a fresh pair and a full sync to them (`CollectiveLink.revive`)."""
+        if self.link is not None:
+            return await self.link.revive(self.engines[0].weight_version, timeout_s)
         return int(await self.gateway.revive.remote(timeout_s))
 
     async def health(self) -> dict[str, Any]:
         return await self.gateway.health.remote()
 
     async def serving_metrics(self) -> dict[str, float]:
-        return {**await self.gateway.metrics.remote(), **self.runner.metrics()}
+        out = {**await self.gateway.metrics.remote(), **self.runner.metrics()}
+        if self.link is not None:
+            out["weight_sync/revive_s"] = self.link.revive_s  # the last full sync to revived replicas
+        return out
 
     async def partial_counters(self) -> dict[str, int]:
         return await self.gateway.partial_counters.remote()

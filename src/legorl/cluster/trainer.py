@@ -50,6 +50,7 @@ class TrainerRankActor:
         self.rank, self.world_size = rank, world_size
         self.cfg_json, self.model_dir = cfg_json, str(model_dir)
         self.trainer: Any = None
+        self.sender: Any = None  # cluster.collective.Sender on rank 0, with cluster.weight_transport="collective"
 
     def node(self) -> tuple[str, int, int]:
         """(node IP, CPUs of the machine, pid): the driver counts ranks per host for LOCAL_RANK and threads."""
@@ -75,9 +76,35 @@ class TrainerRankActor:
     def update(self, batch: TrainBatch) -> dict[str, float]:
         return run_command(self.trainer, "update", (batch,), _no_emit)
 
-    def export_weights(self) -> Iterator[RemoteBucket]:
+    # -- the weight-transfer group (rank 0, cluster.weight_transport = "collective") ----------------------
+    def _sender(self) -> Any:
+        if self.sender is None:
+            import torch
+
+            from legorl.cluster.collective import Sender, backend_for
+
+            cfg = RunConfig.model_validate_json(self.cfg_json)
+            device = "cuda" if cfg.trainer.device != "cpu" and torch.cuda.is_available() else "cpu"
+            self.sender = Sender(cfg.cluster.weight_sync_timeout_s, backend_for(device))
+        return self.sender
+
+    def open_peer(self, peer: str) -> tuple[str, int]:
+        """(this node's IP, port) where replica `peer` joins its pair group; `finish_peer` waits for it."""
+        import ray
+
+        return ray.util.get_node_ip_address(), self._sender().open(peer)
+
+    def finish_peer(self, peer: str) -> None:
+        self._sender().finish(peer)
+
+    def transfer_peers(self) -> list[str]:
+        return sorted(self._sender().peers)
+
+    def export_weights(self, peers: tuple[str, ...] | None = None) -> Iterator[RemoteBucket]:
         """Every rank gathers the full weights with the others; rank 0 yields each bucket as a RemoteBucket
-        (put into the object store as soon as it is gathered), the other ranks yield nothing."""
+        (put into the object store as soon as it is gathered), the other ranks yield nothing. With `peers`
+        (the collective transport) rank 0 yields each bucket's layout instead and sends its bytes to those
+        replicas' pair groups, one bucket on the wire while the next is gathered."""
         if self.rank != 0:
             run_command(self.trainer, "stream", (), _no_emit)
             return
@@ -87,8 +114,12 @@ class TrainerRankActor:
         out: queue.Queue = queue.Queue()
         done = object()
         device = torch.cuda.current_device() if torch.cuda.is_available() else None
+        wire = _Wire(self._sender(), peers, out) if peers is not None else None
 
         def emit(bucket: dict[str, torch.Tensor]) -> None:
+            if wire is not None:
+                wire.put(bucket)
+                return
             nbytes = sum(v.numel() * v.element_size() for v in bucket.values())
             out.put(RemoteBucket(ray.put(bucket), nbytes, tuple(bucket)))
 
@@ -97,6 +128,8 @@ class TrainerRankActor:
                 if device is not None:
                     torch.cuda.set_device(device)
                 run_command(self.trainer, "stream", (), emit)
+                if wire is not None:
+                    wire.close()
                 out.put(done)
             except BaseException as exc:
                 out.put(exc)
@@ -117,6 +150,40 @@ class TrainerRankActor:
         """Leave the process group (the actor itself is killed by the driver)."""
         leave_group()
         self.trainer = None
+
+
+class _Wire:
+    """Rank 0's send side of one collective export: `put(bucket)` hands the bucket's layout to the driver (the
+    replicas post their receive when it reaches them) and queues its bytes for the sender thread, which sends
+    one bucket while the gather produces the next (at most one more waits)."""
+
+    def __init__(self, sender: Any, peers: tuple[str, ...], out: queue.Queue):
+        from legorl.cluster.collective import CollectiveBucket, pack
+
+        self.sender, self.peers, self.out = sender, tuple(peers), out
+        self._pack, self._meta = pack, CollectiveBucket
+        self._q: queue.Queue = queue.Queue(maxsize=1)
+        self._seq = 0
+        self._thread = threading.Thread(target=self._run, name="weight-wire", daemon=True)
+        self._thread.start()
+
+    def put(self, bucket: dict[str, Any]) -> None:
+        flat, dtypes, shapes = self._pack(bucket)
+        if self.sender.backend == "nccl":  # untested here (no GPU): NCCL sends device buffers
+            flat = flat.cuda()
+        live = tuple(p for p in self.peers if p in self.sender.peers)
+        self.out.put(self._meta(None, int(flat.numel()), tuple(bucket), self._seq, dtypes, shapes, live))
+        self._q.put((flat, self._seq, live))
+        self._seq += 1
+
+    def _run(self) -> None:
+        while (item := self._q.get()) is not None:
+            flat, seq, live = item
+            self.sender.send(flat, seq, live)  # a failing peer is dropped, never raised
+
+    def close(self) -> None:
+        self._q.put(None)
+        self._thread.join()
 
 
 def _no_emit(_bucket: Any) -> None:
@@ -141,6 +208,7 @@ class RayTrainer:
             raise RuntimeError("RayTrainer needs a connected Ray (legorl.cluster.placement.connect)")
         n = n_ranks or cfg.trainer.n_ranks
         self.actors: list[Any] = []
+        self.collective_peers: tuple[str, ...] | None = None  # set by RayRuntime per sync (collective transport)
         self.placement = RolePlacement.reserve("trainer", cfg.cluster.trainer, n)
         try:
             cls = ray.remote(TrainerRankActor)
@@ -254,8 +322,9 @@ class RayTrainer:
             total += bucket.nbytes
             emit(bucket)
 
+        peers = self.collective_peers
         gens = [a.export_weights.options(num_returns="streaming",
-                                         _generator_backpressure_num_objects=BUCKETS_AHEAD).remote()
+                                         _generator_backpressure_num_objects=BUCKETS_AHEAD).remote(peers)
                 for a in self.actors]
         self._all(gens, "the weight export", on_item=take)
         return total

@@ -44,6 +44,16 @@ class ClusterSection(Section):
     """AgentLoopWorker actors; a step's trials are spread over them (least loaded first)."""
     max_restarts: int = Field(3, ge=0)
     """How often Ray restarts a dead engine replica or sandbox host (a replica rejoins with the current weights)."""
+    weight_transport: Literal["object_store", "collective"] = "object_store"
+    """How weight buckets reach the engine replicas. `object_store`: trainer rank 0 puts each bucket in Ray's object
+    store and every replica's node fetches it (Ray's object manager). `collective`: rank 0 sends each bucket straight
+    to every replica over a torch.distributed pair group (gloo on CPU, NCCL when the trainer is on a GPU: untested),
+    one bucket on the wire while the next is gathered; a revived replica gets a fresh group and a full sync. Embedded
+    replicas only (vLLM replicas need `object_store`)."""
+    weight_sync_timeout_s: float = Field(60.0, gt=0.0)
+    """With `weight_transport = "collective"`: the bound on every transfer operation (forming a replica's group,
+    each bucket's send and receive). A replica that passes it, or dies mid-sync, is marked dead (routing stops
+    sending to it), the sync goes on with the others, and it is revived with a full sync."""
     engines: RoleSection = RoleSection()
     """Engine replica actors."""
     trainer: RoleSection = RoleSection(strategy="PACK")
