@@ -56,7 +56,7 @@ async def test_rollout_matches_trainer_after_updates_and_syncs(tiny_llama_dir, t
     try:
         sync = WeightSync([engine])
         base = {k: v.clone() for k, v in trainer.actor.model.state_dict().items() if "lora_" not in k}
-        for step in range(3):  # noqa: B007 (asserts name the step)
+        for step in range(3):
             rollouts = (await multi_turn_rollouts(engine, tok, 2) if model == "dense"
                         else await moe_rollouts(engine, tok, 2))
             m = learn(trainer, rollouts)
@@ -122,7 +122,7 @@ async def test_a_replica_that_cannot_load_the_adapter_fails_the_sync(tiny_llama_
 
 
 def test_bad_lora_config_names_the_key():
-    with pytest.raises(ConfigError, match="model.lora.dropout"):
+    with pytest.raises(ConfigError, match=r"model\.lora\.dropout"):
         load_config(None, ["model.lora.rank=4", "model.lora.dropout=0.1"])
     with pytest.raises(ConfigError, match="rank"):
         load_config(None, ["model.lora.rank=-1"])
