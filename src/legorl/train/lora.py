@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from legorl.config.trials import LoraSection
 from legorl.models.moe import find_routers
+from legorl.serving.adapter import is_adapter_key
 from legorl.train.memory import decoder_layers
 
 ADAPTER_FILE = "adapter.safetensors"  # a LoRA checkpoint's weights: the adapter alone
@@ -70,7 +71,7 @@ def is_lora(model: torch.nn.Module) -> bool:
 
 def adapter_names(model: torch.nn.Module) -> list[str]:
     """State-dict names of the adapter (A, B, scaling per module), in module order."""
-    return [k for k in model.state_dict() if k.endswith((".lora_A", ".lora_B", ".lora_scaling"))]
+    return [k for k in model.state_dict() if is_adapter_key(k)]
 
 
 def adapter_state(model: torch.nn.Module, gather: bool = True) -> dict[str, torch.Tensor]:

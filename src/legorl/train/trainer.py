@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from legorl.config import AlgorithmSection, TrainerSection
+from legorl.serving.adapter import is_adapter_key
 from legorl.train.actor import Actor, world
 from legorl.train.advantages import gae_advantages, mixed_group_rows, whiten
 from legorl.train.batch import TrainBatch
@@ -201,6 +202,15 @@ class StepTrainer:
             save_file(untie(self.weights()), str(directory / "model.safetensors"))
             torch.save(self._rest(), directory / "optim.pt")
             return
+        if self.actor.lora:  # rank 0: the gathered adapter; every rank: its shards of adapter and optimizer
+            adapter = self.weights()
+            if rank == 0:
+                save_file(adapter, str(directory / ADAPTER_FILE))
+            save_sharded(self.actor.model, self.actor.optimizer, directory / "dcp", only=is_adapter_key)
+            if rank == 0:
+                torch.save({"scheduler": self.actor.scheduler.state_dict()}, directory / "optim.pt")
+            torch.distributed.barrier()
+            return
         writer = ShardWriter(directory) if rank == 0 else None
         self.stream_weights(writer or (lambda _bucket: None))
         save_sharded(self.actor.model, self.actor.optimizer, directory / "dcp")
@@ -215,7 +225,11 @@ class StepTrainer:
         if n_ranks > 1:
             if not (directory / "dcp").is_dir():
                 raise ValueError(f"{directory} was written by one trainer process: resume it with trainer.n_ranks = 1")
-            load_sharded(self.actor.model, self.actor.optimizer, directory / "dcp")
+            if self.actor.lora != (directory / ADAPTER_FILE).is_file():
+                raise ValueError(f"{directory} was written {'without' if self.actor.lora else 'with'} a LoRA "
+                                 "adapter: resume with the same model.lora.rank")
+            load_sharded(self.actor.model, self.actor.optimizer, directory / "dcp",
+                         only=is_adapter_key if self.actor.lora else None)
         else:
             if (directory / "dcp").is_dir():
                 raise ValueError(f"{directory} was written by sharded trainer ranks: resume with the same trainer.n_ranks")

@@ -24,11 +24,12 @@ from typing import Any, Literal
 import torch
 
 from legorl.models.moe import RoutingRecorder
+from legorl.serving.adapter import is_adapter_update
 from legorl.serving.embedded.batch import Work
 from legorl.serving.embedded.blocks import BlockPool, chain_hashes
 from legorl.serving.embedded.channel import CommandChannel
 from legorl.serving.embedded.checks import check_ids, check_request, copy_weights
-from legorl.serving.embedded.lora import MergedAdapter, is_adapter_update
+from legorl.serving.embedded.lora import MergedAdapter
 from legorl.serving.embedded.omp import release_idle_workers
 from legorl.serving.embedded.runner import ModelRunner, model_device, probe_kv_dims
 from legorl.serving.embedded.sampler import sample_rows

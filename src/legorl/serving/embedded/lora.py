@@ -1,9 +1,7 @@
 """LoRA adapters on the embedded engine: an adapter update is merged into the base weights it targets.
 
-The adapter travels as tensors named `<module>.lora_A` (r x in), `<module>.lora_B` (out x r) and
-`<module>.lora_scaling` (0-d), where `<module>` is the targeted Linear's path in the engine's model. The
-engine keeps a copy of each targeted base weight the first time an adapter touches it and writes
-W = W_base + scaling * B @ A from that copy on every update, so syncs never accumulate rounding and a
+The adapter travels in the format of serving/adapter.py. The engine keeps a copy of each targeted base
+weight the first time an adapter touches it and writes W = W_base + scaling * B @ A from that copy on every update, so syncs never accumulate rounding and a
 decode step costs what the base model costs (docs/lora.md has the merged vs in-forward measurement).
 
 Every update is checked whole before any weight changes: an unknown module, a non-Linear target, a
@@ -18,33 +16,7 @@ from typing import Any
 
 import torch
 
-SUFFIXES = (".lora_A", ".lora_B", ".lora_scaling")
-
-
-def is_adapter_key(name: str) -> bool:
-    return name.endswith(SUFFIXES)
-
-
-def is_adapter_update(state_dict: Mapping[str, Any]) -> bool:
-    """An update made of adapter tensors only (a mix with base weights is refused by `split_adapter`)."""
-    return bool(state_dict) and any(is_adapter_key(k) for k in state_dict)
-
-
-def split_adapter(state_dict: Mapping[str, Any]) -> dict[str, dict[str, torch.Tensor]]:
-    """{module: {"A", "B", "scaling"}} from an adapter update; raises on a partial or mixed update."""
-    others = [k for k in state_dict if not is_adapter_key(k)]
-    if others:
-        raise ValueError(f"update_weights: an adapter update also carries base weights {others[:3]}: "
-                         "send the adapter alone")
-    mods: dict[str, dict[str, torch.Tensor]] = {}
-    for k, v in state_dict.items():
-        module, part = k.rsplit(".", 1)
-        mods.setdefault(module, {})[part.removeprefix("lora_")] = v
-    for module, parts in mods.items():
-        missing = {"A", "B", "scaling"} - set(parts)
-        if missing:
-            raise ValueError(f"update_weights: adapter for {module} lacks {sorted(missing)}")
-    return mods
+from legorl.serving.adapter import split_adapter
 
 
 class MergedAdapter:
