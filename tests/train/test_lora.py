@@ -126,3 +126,28 @@ def test_bad_lora_config_names_the_key():
         load_config(None, ["model.lora.rank=4", "model.lora.dropout=0.1"])
     with pytest.raises(ConfigError, match="rank"):
         load_config(None, ["model.lora.rank=-1"])
+
+
+@pytest.mark.parametrize("variant", [
+    ["model.gradient_checkpointing=true"],
+    ["trainer.max_tokens_per_micro_batch=64", "trainer.share_prefix=false"],
+    ["algorithm.rollout_rs=token"],  # a rejection step: the separate old-logprob pass instead of the fused one
+])
+async def test_trainer_features_train_the_same_adapter(tiny_llama_dir, variant):
+    """Activation checkpointing, token-budget micro-batches and the separate old-logprob pass each give the
+    adapter update of the default (fused, shared-prefix) step on the same rollouts, to fp32 rounding."""
+    tok = load_tokenizer(tiny_llama_dir)
+    engine = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096)
+    try:
+        rollouts = await multi_turn_rollouts(engine, tok, 4)
+    finally:
+        await engine.close()
+    ref, other = build_trainer(load_config(None, LORA), tiny_llama_dir), build_trainer(
+        load_config(None, [*LORA, *variant]), tiny_llama_dir)
+    assert other.fused_old_logprobs != ("algorithm.rollout_rs=token" in variant)
+    m_ref, m = learn(ref, rollouts), learn(other, rollouts)
+    assert m["rollout_corr/abs_diff_mean"] <= 1e-5
+    a, b = adapter_state(ref.actor.model), adapter_state(other.actor.model)
+    assert any(v.abs().max() > 0 for k, v in a.items() if k.endswith("lora_B"))
+    worst = max(float((b[k] - a[k]).norm() / a[k].norm().clamp(min=1e-12)) for k in a)
+    assert worst < 1e-4, (worst, m_ref["actor/pg_loss"], m["actor/pg_loss"])
