@@ -49,8 +49,11 @@ class MergedAdapter:
                 self.base[name] = w.detach().clone()
             a = parts["A"].to(w.device, torch.float32)
             b = parts["B"].to(w.device, torch.float32)
-            delta = (b @ a) * float(parts["scaling"])
-            w.copy_((self.base[name].to(torch.float32) + delta).to(w.dtype))
+            scale = float(parts["scaling"])
+            if w.dtype == torch.float32:  # in place, no temporaries: W = W_base + s * B @ A
+                torch.addmm(self.base[name], b, a, alpha=scale, out=w.data)
+            else:
+                w.copy_(torch.addmm(self.base[name].float(), b, a, alpha=scale).to(w.dtype))
         return len(mods)
 
     def forget(self) -> None:
