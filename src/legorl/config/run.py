@@ -90,6 +90,9 @@ class RunConfig(Section):
                             f"{replicas}: give one URL per replica")
         if engine == "vllm" and self.serving.placement == "process":
             problems.append("serving.placement='process' is for embedded replicas; vLLM replicas are processes already")
+        if self.model.lora.enabled and engine == "vllm":
+            problems.append("model.lora.rank > 0 needs serving.engine='embedded': the vLLM engine does not load "
+                            "adapters yet (docs/lora.md)")
         if algo.ppo_anchor == "behaviour" and algo.rollout_is != "none":
             problems.append(f"algorithm.ppo_anchor='behaviour' already takes the ratio against the behaviour "
                             f"logprobs: algorithm.rollout_is={algo.rollout_is!r} would correct twice (use 'none')")

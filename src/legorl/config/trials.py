@@ -23,6 +23,37 @@ class RunSection(Section):
     """Extra metrics sinks beside the log files: `tensorboard`, `wandb`, `mlflow` (empty: `$LEGORL_METRICS_SINKS`)."""
 
 
+class LoraSection(Section):
+    """A LoRA adapter on the policy (docs/lora.md): only the adapter trains, syncs and checkpoints."""
+
+    rank: int = Field(0, ge=0)
+    """Adapter rank r (0: no adapter, full fine-tuning). Each targeted Linear W gets W + (alpha / r) B A."""
+    alpha: float = Field(16.0, gt=0.0)
+    """Scaling numerator: the update is (alpha / rank) B A."""
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    """Dropout on the adapter's input while training. Off unless you need it: the update runs the model in eval
+    mode (the sampler's numerics), so a non-zero value is refused until dropout can be applied identically."""
+    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    """Linear layers that get an adapter: their names (`q_proj`, `v_proj`, ...; a module matches when its last
+    name part is listed) or `all-linear` (every Linear in the decoder layers; never the LM head or routers)."""
+    init: Literal["zeros", "gaussian"] = "zeros"
+    """`zeros`: A Kaiming-uniform, B zero, so step 0 is the base model exactly (PEFT's default). `gaussian`: B
+    small random too (tests that need a non-trivial adapter from the start)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.rank > 0
+
+    @model_validator(mode="after")
+    def _check(self) -> LoraSection:
+        if self.dropout > 0:
+            raise ValueError("model.lora.dropout > 0 is not supported: the update forward runs without dropout "
+                             "so it matches the sampler (use 0)")
+        if isinstance(self.target_modules, list) and not self.target_modules:
+            raise ValueError("model.lora.target_modules is empty: name modules (q_proj, ...) or use 'all-linear'")
+        return self
+
+
 class ModelSection(Section):
     """The policy model."""
 
@@ -32,6 +63,8 @@ class ModelSection(Section):
     """Recompute activations in the backward pass: less memory, ~30% more compute."""
     enable_r3: bool | None = None
     """R3 routing replay (MoE): replay the experts chosen at generation in the training forward. None: on exactly when the model is MoE."""
+    lora: LoraSection = LoraSection()
+    """A LoRA adapter (`model.lora.rank > 0` turns it on)."""
 
 
 class TasksSection(Section):

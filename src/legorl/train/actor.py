@@ -23,6 +23,7 @@ from legorl.models.moe import RoutingReplayer, routing_tensor
 from legorl.train.batch import TrainBatch
 from legorl.train.device import autocast
 from legorl.train.logprobs import token_logprobs
+from legorl.train.lora import adapter_state, is_lora
 from legorl.train.losses import aggregate, kl_penalty
 from legorl.train.memory import (
     balance_groups,
@@ -114,7 +115,8 @@ class Actor:
         self.dtype = dtype
         self.autocast = not sharded  # under FSDP2 the MixedPrecisionPolicy casts the parameters
         self.policy_loss = policy_loss(algo.policy_loss_mode)
-        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.params = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapter only
+        self.lora = is_lora(model)
         self.optimizer = torch.optim.AdamW(
             self.params, lr=trainer.lr, weight_decay=trainer.weight_decay, betas=(0.9, 0.999), eps=1e-8
         )
@@ -314,8 +316,14 @@ class Actor:
         """Hand the full (unsharded) weights to `emit` in buckets of about `bucket_bytes`; returns bytes.
 
         Under FSDP2 every rank takes part (one parameter gathered at a time) and rank 0 emits CPU copies:
-        no process ever holds a second full copy of the model. In one process the buckets are views."""
+        no process ever holds a second full copy of the model. In one process the buckets are views.
+        With a LoRA adapter only the adapter goes (one bucket; the replicas merge it onto their base)."""
         rank, n_ranks = world()
+        if self.lora:
+            adapter = adapter_state(self.model)
+            if rank == 0:
+                emit(adapter)
+            return sum(v.numel() * v.element_size() for v in adapter.values())
         bucket: dict[str, torch.Tensor] = {}
         size = total = 0
         for name, value in self.model.state_dict().items():

@@ -33,6 +33,10 @@ def build_actor(cfg: RunConfig, model_dir: Path) -> tuple[Actor, Critic | None]:
     dtype = compute_dtype(t.dtype)
     sharded = world()[1] > 1
     model = _load(model_dir, device)
+    if cfg.model.lora.enabled:
+        from legorl.train.lora import attach_lora
+
+        attach_lora(model, cfg.model.lora, seed=cfg.run.seed)
     if cfg.model.gradient_checkpointing:
         enable_activation_checkpointing(model)
     ref = None

@@ -84,14 +84,29 @@ def register(app: typer.Typer) -> None:
 
     @app.command("export")
     def export_cmd(
-        checkpoint: Path = typer.Argument(..., help="A checkpoint dir (runs/<name>/checkpoints/step_N)."),
-        out: Path = typer.Argument(..., help="Where to write the HF model directory."),
+        checkpoint: Path = typer.Argument(..., help="A checkpoint dir (runs/<name>/checkpoints/step_N) or a run "
+                                                    "dir (runs/<name>: its newest checkpoint)."),
+        out: Path = typer.Argument(..., help="Where to write the HF model (or PEFT adapter) directory."),
         model: str = typer.Option("smollm2-135m-instruct", help="The run's base model (config + tokenizer)."),
+        merge: bool = typer.Option(False, "--merge", help="LoRA: write the base with the adapter merged in (a "
+                                                          "plain HF model) instead of a PEFT adapter dir."),
     ) -> None:
-        """Export a checkpoint as a plain Hugging Face model directory."""
+        """Export a checkpoint as a plain Hugging Face model directory (LoRA: a PEFT adapter dir, or --merge)."""
         from legorl.models import resolve_model
-        from legorl.train.checkpoint import export_hf
+        from legorl.train.checkpoint import export_hf, latest_checkpoint
+        from legorl.train.lora_export import export_merged, export_peft_adapter, is_lora_checkpoint
 
+        if (checkpoint / "checkpoints").is_dir():
+            found = latest_checkpoint(checkpoint / "checkpoints")
+            if found is None:
+                _fail([f"{checkpoint}: the run has no complete checkpoint yet"])
+            checkpoint = found
+        if is_lora_checkpoint(checkpoint):
+            export = export_merged if merge else export_peft_adapter
+            typer.echo(str(export(checkpoint, resolve_model(model), out)))
+            return
+        if merge:
+            _fail([f"{checkpoint}: --merge is for LoRA checkpoints; this one holds full weights already"])
         if not any((checkpoint / f).is_file() for f in ("model.safetensors", "model.safetensors.index.json")):
-            _fail([f"{checkpoint}: not a legorl checkpoint (no model.safetensors or shard index)"])
+            _fail([f"{checkpoint}: not a legorl checkpoint (no model.safetensors, shard index or adapter)"])
         typer.echo(str(export_hf(checkpoint, resolve_model(model), out)))

@@ -46,21 +46,27 @@ def shard_model(model: torch.nn.Module, dtype: torch.dtype = torch.float32,
     return model
 
 
-def save_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, path) -> None:
-    """Every rank writes its shards of the model and optimizer state (torch.distributed.checkpoint)."""
+def save_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, path, only=None) -> None:
+    """Every rank writes its shards of the model and optimizer state (torch.distributed.checkpoint);
+    `only(name)`: the model tensors to keep (LoRA: the adapter, not the frozen base)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     model_sd, optim_sd = get_state_dict(model, optimizer)
+    if only is not None:
+        model_sd = {k: v for k, v in model_sd.items() if only(k)}
     dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path))
 
 
-def load_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, path) -> None:
-    """Read what `save_sharded` wrote, with the same number of ranks, in place."""
+def load_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, path, only=None) -> None:
+    """Read what `save_sharded` wrote (with the same `only`), with the same number of ranks, in place."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
     model_sd, optim_sd = get_state_dict(model, optimizer)
+    if only is not None:
+        model_sd = {k: v for k, v in model_sd.items() if only(k)}
     state = {"model": model_sd, "optim": optim_sd}
     dcp.load(state, checkpoint_id=str(path))
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
+                   options=StateDictOptions(strict=only is None))

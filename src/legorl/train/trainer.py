@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from legorl.config import AlgorithmSection, TrainerSection
+from legorl.serving.adapter import is_adapter_key
 from legorl.train.actor import Actor, world
 from legorl.train.advantages import gae_advantages, mixed_group_rows, whiten
 from legorl.train.batch import TrainBatch
@@ -27,6 +28,7 @@ from legorl.train.corrections import off_policy_correction
 from legorl.train.critic import Critic
 from legorl.train.fsdp import load_sharded, save_sharded
 from legorl.train.logprobs import fidelity
+from legorl.train.lora import ADAPTER_FILE, load_adapter
 from legorl.train.registry import advantage_estimator
 
 
@@ -192,9 +194,22 @@ class StepTrainer:
         """One process: model.safetensors + optim.pt. A rank of N: every rank writes its shards of model
         and optimizer (torch.distributed.checkpoint, `dcp/`), rank 0 the HF weight shards and schedule."""
         rank, n_ranks = world()
+        if n_ranks == 1 and self.actor.lora:  # the adapter and its optimizer state, never the base
+            save_file(self.weights(), str(directory / ADAPTER_FILE))
+            torch.save(self._rest(), directory / "optim.pt")
+            return
         if n_ranks == 1:
             save_file(untie(self.weights()), str(directory / "model.safetensors"))
             torch.save(self._rest(), directory / "optim.pt")
+            return
+        if self.actor.lora:  # rank 0: the gathered adapter; every rank: its shards of adapter and optimizer
+            adapter = self.weights()
+            if rank == 0:
+                save_file(adapter, str(directory / ADAPTER_FILE))
+            save_sharded(self.actor.model, self.actor.optimizer, directory / "dcp", only=is_adapter_key)
+            if rank == 0:
+                torch.save({"scheduler": self.actor.scheduler.state_dict()}, directory / "optim.pt")
+            torch.distributed.barrier()
             return
         writer = ShardWriter(directory) if rank == 0 else None
         self.stream_weights(writer or (lambda _bucket: None))
@@ -210,11 +225,20 @@ class StepTrainer:
         if n_ranks > 1:
             if not (directory / "dcp").is_dir():
                 raise ValueError(f"{directory} was written by one trainer process: resume it with trainer.n_ranks = 1")
-            load_sharded(self.actor.model, self.actor.optimizer, directory / "dcp")
+            if self.actor.lora != (directory / ADAPTER_FILE).is_file():
+                raise ValueError(f"{directory} was written {'without' if self.actor.lora else 'with'} a LoRA "
+                                 "adapter: resume with the same model.lora.rank")
+            load_sharded(self.actor.model, self.actor.optimizer, directory / "dcp",
+                         only=is_adapter_key if self.actor.lora else None)
         else:
             if (directory / "dcp").is_dir():
                 raise ValueError(f"{directory} was written by sharded trainer ranks: resume with the same trainer.n_ranks")
-            for part in read_weights(directory):
+            if self.actor.lora != (directory / ADAPTER_FILE).is_file():
+                raise ValueError(f"{directory} was written {'without' if self.actor.lora else 'with'} a LoRA "
+                                 "adapter: resume with the same model.lora.rank")
+            if self.actor.lora:
+                load_adapter(self.actor.model, load_file(str(directory / ADAPTER_FILE)))
+            for part in ([] if self.actor.lora else read_weights(directory)):
                 self.actor.model.load_state_dict(part, strict=False)
             self.actor.optimizer.load_state_dict(state["optimizer"])
         self.actor.scheduler.load_state_dict(state["scheduler"])

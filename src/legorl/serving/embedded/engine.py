@@ -24,10 +24,12 @@ from typing import Any, Literal
 import torch
 
 from legorl.models.moe import RoutingRecorder
+from legorl.serving.adapter import is_adapter_update
 from legorl.serving.embedded.batch import Work
 from legorl.serving.embedded.blocks import BlockPool, chain_hashes
 from legorl.serving.embedded.channel import CommandChannel
 from legorl.serving.embedded.checks import check_ids, check_request, copy_weights
+from legorl.serving.embedded.lora import MergedAdapter
 from legorl.serving.embedded.omp import release_idle_workers
 from legorl.serving.embedded.runner import ModelRunner, model_device, probe_kv_dims
 from legorl.serving.embedded.sampler import sample_rows
@@ -96,6 +98,7 @@ class EmbeddedEngine:
         self._seed = seed
         self._order = itertools.count()
         self._version = 0
+        self._adapter: MergedAdapter | None = None  # LoRA: base copies of the weights an adapter targets
         self._waiting: deque[Sequence] = self.scheduler.waiting
         self._running: list[Sequence] = self.scheduler.running
         self._channel = CommandChannel()
@@ -418,7 +421,15 @@ class EmbeddedEngine:
         self._barriers.clear()
 
     def _apply_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
-        """Validate every tensor first, then copy in place: a bad update changes nothing."""
-        copy_weights(self.model, state_dict)
+        """Validate every tensor first, then copy in place: a bad update changes nothing. An adapter update
+        (LoRA tensors only) is merged into the base weights it targets (serving/embedded/lora.py)."""
+        if is_adapter_update(state_dict):
+            if self._adapter is None:
+                self._adapter = MergedAdapter(self.model)
+            self._adapter.apply(state_dict)
+        else:
+            copy_weights(self.model, state_dict)
+            if self._adapter is not None:
+                self._adapter.forget()
         self.pool.clear_cache()
         self._version = int(version)
