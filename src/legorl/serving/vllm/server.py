@@ -168,6 +168,20 @@ class VLLMServer:
         return env
 
     async def start(self) -> None:
+        """Start and wait for health. A port this server picked itself can be taken by another process
+        between `free_port()` and vLLM's bind (seen in the suite: `[Errno 98] Address already in use`);
+        then it picks a new one and starts again (twice at most). A port the caller chose is never changed."""
+        for attempt in range(3):
+            try:
+                return await self._start_once()
+            except VLLMStartupError as exc:
+                if self.config.port or "Address already in use" not in str(exc) or attempt == 2:
+                    raise
+                self.port = free_port(self.config.host)
+                self.url = f"http://{self.config.host}:{self.port}"
+                self.log_path = self.work_dir / f"server-{self.port}.log"
+
+    async def _start_once(self) -> None:
         for d in ("cache", "inductor"):
             (self.work_dir / d).mkdir(parents=True, exist_ok=True)
         _share_modelinfos(self.work_dir / "cache")
