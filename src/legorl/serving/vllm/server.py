@@ -255,10 +255,10 @@ class VLLMServer:
         return not self.alive
 
     async def restart(self) -> None:
-        """Stop whatever is left of the server and start it again on the same port."""
+        """Stop whatever is left of the server and start it again on the same port (engines hold its URL)."""
         await self.stop(timeout_s=10.0)
         self.proc = None
-        await self.start()
+        await self._start_once()
 
     @property
     def alive(self) -> bool:
