@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import subprocess
 import sys
 import tempfile
@@ -26,25 +25,11 @@ import torch
 
 from legorl.config import load_config
 from legorl.models import resolve_model
-from legorl.tasks.model import Task
 from legorl.train.build import build_trainer
 from legorl.train.steps import learn
-from legorl.trial import TrialResult, TrialSpec, TrialTokens
 
-
-def demo_batch(args, vocab: int) -> list[TrialResult]:
-    g = torch.Generator().manual_seed(0)
-    rng = random.Random(0)
-    out = []
-    for gi in range(args.groups):
-        prompt = torch.randint(0, vocab, (args.prompt,), generator=g).tolist()
-        for r in range(args.group_size):
-            n = max(1, args.response + rng.randint(-12, 12))
-            toks = prompt + torch.randint(0, vocab, (n,), generator=g).tolist()
-            spec = TrialSpec(Task(f"t{gi}", Path("."), "x"), group_id=f"g{gi}", trial_id=f"r{gi}.{r}")
-            tokens = TrialTokens(toks, [0] * len(prompt) + [1] * n, [0.0] * len(prompt) + [-2.0] * n)
-            out.append(TrialResult(spec, "failed", "", float(r % 2), tokens))
-    return out
+sys.path.insert(0, str(Path(__file__).parent))
+from train import grouped_batch
 
 
 def kb(field: str) -> int:
@@ -75,7 +60,7 @@ async def child(args) -> dict:
     over += [f"model.lora.rank={args.rank}", f"model.lora.alpha={2 * args.rank}", "trainer.lr=3e-4"] if lora \
         else ["trainer.lr=3e-5"]
     trainer = build_trainer(load_config(None, over), path)
-    batch = demo_batch(args, trainer.actor.model.config.vocab_size)
+    batch = grouped_batch(args, trainer.actor.model.config.vocab_size)
     out: dict = {}
     base_kb = kb("VmRSS:")
     with open("/proc/self/clear_refs", "w") as f:
@@ -133,6 +118,7 @@ def main() -> None:
     p.add_argument("--decode-requests", type=int, default=8)
     p.add_argument("--decode-tokens", type=int, default=32)
     p.add_argument("--child", choices=["full", "lora"])
+    p.set_defaults(system=0)  # grouped_batch: no prefix shared across groups
     args = p.parse_args()
     if args.child:
         print(json.dumps(asyncio.run(child(args))))
