@@ -10,6 +10,9 @@ time budget `budget/*` (docs/operations.md) of its last step. `--burn N` keeps N
 running beside the step, the normal case in agent RL where sandboxes, tools and verifiers share the
 cores with the engine.
 
+A variant is a name from VARIANTS or overrides written `key=value[;key=value]` (e.g.
+`--variants default,rollout.concurrency=32`).
+
 `--reference` adds the engine alone, in a fresh process: the same engine settings (`serving`, threads,
 `max_num_seqs` = `rollout.concurrency`), the step's first-turn prompts (the builtin scaffold's messages
 for the first `train_batch_size` tasks x `n_resp_per_prompt`), the same sampling and concurrency, no
@@ -111,6 +114,15 @@ print("RESULT " + json.dumps(roofline.probe(model, threads)))
 """
 
 
+def _overrides(variant: str) -> list[str]:
+    """A named variant's overrides, or the variant itself read as `key=value[;key=value...]`."""
+    if variant in VARIANTS:
+        return VARIANTS[variant]
+    if "=" in variant:
+        return variant.split(";")
+    raise SystemExit(f"unknown variant {variant!r}: use one of {sorted(VARIANTS)} or key=value[;key=value]")
+
+
 def _burn() -> None:
     while True:
         pass
@@ -159,7 +171,7 @@ def main() -> None:
                 if plain == "engine-alone":
                     rows[name] = run_variant(args.config, args.set, args.steps, tmp, child=_REFERENCE, src=src)
                 else:
-                    rows[name] = run_variant(args.config, [*args.set, *VARIANTS[plain]], args.steps, tmp, src=src)
+                    rows[name] = run_variant(args.config, [*args.set, *_overrides(plain)], args.steps, tmp, src=src)
         if args.roofline:
             res = subprocess.run([sys.executable, "-c", _PROBE, args.config, str(Path(__file__).resolve().parent)],
                                  capture_output=True, text=True)
@@ -171,10 +183,11 @@ def main() -> None:
         for b in burners:
             b.kill()
     print(f"{args.config}: last of {args.steps} step(s), {args.burn} CPU burner(s) beside it")
-    print(f"{'metric':36}" + "".join(f"{n:>18}" for n in names))
+    w = max(18, *(len(n) + 2 for n in names))
+    print(f"{'metric':36}" + "".join(f"{n:>{w}}" for n in names))
     for key in (*KEYS, "wall/process_s"):
         vals = [rows[n].get(key) for n in names]
-        print(f"{key:36}" + "".join(f"{v:>18.3f}" if isinstance(v, int | float) else f"{'-':>18}" for v in vals))
+        print(f"{key:36}" + "".join(f"{v:>{w}.3f}" if isinstance(v, int | float) else f"{'-':>{w}}" for v in vals))
     if args.reference:
         ref = rows["engine-alone"].get("budget/engine/decode_tok_s") or float("nan")
         for n in names[:-1]:

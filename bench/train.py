@@ -3,10 +3,11 @@
     .venv/bin/python bench/train.py [--model smollm2-135m-instruct] [--batch 8] [--seq 256] [--reps 2]
                                     [--ckpt-seq 1024] [--ranks-model tiny-llama] [--skip ckpt,ranks]
                                     [--groups 8 --group-size 4 --prompt 134 --response 22 --system 0]
+                                    [--clock wall|cpu] [--threads N]
 
 0. The demo's own batch (`grouped`): `--groups` GRPO groups of `--group-size` rows of one `--prompt`-token
    prompt (the first `--system` tokens the same in every group) and responses of ~`--response` tokens
-   (uniform +-12): legorl's step with shared prefixes (micro-batches of 4 rows as the demo, and of 16),
+   (uniform +-12): legorl's step with shared prefixes (micro-batches of 4 rows, of 16, and the whole batch in one),
    without them, and plain HF forward/backward + AdamW on the same right-padded rows, 4 per micro-batch.
 
 1. Throughput: legorl's on-policy trainer step (old logprobs fused into the gradient pass), the same with
@@ -59,10 +60,13 @@ def trainer(model: str, *overrides: str):
     return build_trainer(cfg, resolve_model(model))
 
 
+CLOCK = time.perf_counter  # --clock cpu: this process's CPU time (with --threads 1, robust to neighbours)
+
+
 def timed(fn) -> float:
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     fn()
-    return time.perf_counter() - t0
+    return CLOCK() - t0
 
 
 def hf_step(model, opt, rows: list[TrialResult], micro: int) -> None:
@@ -126,20 +130,22 @@ def bench_grouped(args) -> None:
     tokens = int(batch.attention_mask.sum())
     distinct = args.system + args.groups * (args.prompt - args.system) + int(batch.mask.sum()) + len(rows)
     t = trainer(args.model)  # one trainer, its settings switched per run (memory: one model + Adam state)
-    runs = {"shared, micro-batch 4": (True, 4), "shared, micro-batch 16": (True, 16),
-            "unshared, micro-batch 4": (False, 4)}
+    # (share_prefix, micro_batch_size, max_tokens_per_micro_batch); the demo packs groups by a 4,096-token budget
+    runs = {"shared, micro-batch 4": (True, 4, None), "shared, micro-batch 16": (True, 16, None),
+            f"shared, micro-batch {len(rows)}": (True, len(rows), None),
+            "shared, token budget 4096": (True, 4, 4096), "unshared, micro-batch 4": (False, 4, None)}
 
-    def step(share: bool, micro: int) -> None:
-        t.trainer.share_prefix = t.actor.trainer.share_prefix = share
-        t.trainer.micro_batch_size = t.actor.trainer.micro_batch_size = micro
+    def step(share: bool, micro: int, budget: int | None) -> None:
+        for c in (t.trainer, t.actor.trainer):
+            c.share_prefix, c.micro_batch_size, c.max_tokens_per_micro_batch = share, micro, budget
         t.update(batch)
 
     hf = AutoModelForCausalLM.from_pretrained(resolve_model(args.model), dtype=torch.float32)
     opt = torch.optim.AdamW(hf.parameters(), lr=1e-6)
     times: dict[str, list[float]] = {k: [] for k in [*runs, "hf"]}
     for _ in range(args.reps):  # alternate so all see the same machine noise
-        for name, (share, micro) in runs.items():
-            times[name].append(timed(lambda share=share, micro=micro: step(share, micro)))
+        for name, setting in runs.items():
+            times[name].append(timed(lambda setting=setting: step(*setting)))
             print(f"  ... {name}: {times[name][-1]:.2f} s", flush=True)
         times["hf"].append(timed(lambda: hf_padded_step(hf, opt, rows, 4)))
         print(f"  ... plain HF: {times['hf'][-1]:.2f} s", flush=True)
@@ -151,6 +157,8 @@ def bench_grouped(args) -> None:
         print(f"  legorl step, {name:24}: {tokens / best[name]:7.1f} row tok/s ({best[name]:.2f} s)")
     print(f"  plain HF fwd/bwd + AdamW, micro-batch 4  : {tokens / best['hf']:7.1f} row tok/s ({best['hf']:.2f} s)")
     fastest = min(runs, key=lambda k: best[k])
+    print(f"  update time HF / legorl as the demo runs it (token budget 4096): "
+          f"{best['hf'] / best['shared, token budget 4096']:.2f}x")
     print(f"  ratio legorl(shared, micro-batch 4) / HF: {best['hf'] / best['shared, micro-batch 4']:.2f}x   "
           f"legorl({fastest}) / HF: {best['hf'] / best[fastest]:.2f}x   "
           f"legorl(unshared) / HF: {best['hf'] / best['unshared, micro-batch 4']:.2f}x")
@@ -276,7 +284,15 @@ def main() -> None:
     ap.add_argument("--response", type=int, default=22)
     ap.add_argument("--system", type=int, default=0)
     ap.add_argument("--skip", default="", help="comma-separated: grouped,throughput,ckpt,padding,ranks")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cpu: time by this process's CPU time (a loaded machine; use with --threads 1)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args()
+    global CLOCK
+    if args.clock == "cpu":
+        CLOCK = time.process_time
+    if args.threads:
+        torch.set_num_threads(args.threads)
     skip = set(filter(None, args.skip.split(",")))
     for name, fn in (("grouped", bench_grouped), ("throughput", bench_throughput), ("ckpt", bench_checkpointing), ("padding", bench_padding),
                      ("ranks", bench_ranks)):
