@@ -294,3 +294,31 @@ async def test_idle_openmp_workers_of_other_threads_are_freed(tiny_llama_dir):
     finally:
         torch.set_num_threads(before)
         await eng.close()
+
+
+async def test_a_group_sent_together_computes_its_prompt_once(tiny_llama_dir):
+    """Four attempts of one prompt admitted in the same step (a GRPO group): the first computes the prompt,
+    the others wait for its blocks and compute only the last partial block; samples still match a
+    teacher-forced forward."""
+    eng = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096, seed=0)
+    try:
+        ids = prompt(tiny_llama_dir, n_words=60)
+        bs = eng.block_size
+        assert len(ids) > 3 * bs
+        await eng.pause()
+        tasks = [asyncio.create_task(eng.generate(GenerateRequest(ids, SamplingParams(max_tokens=6, seed=i))))
+                 for i in range(4)]
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if eng.stats().waiting == 4:
+                break
+        assert eng.stats().waiting == 4
+        await eng.resume()
+        outs = await asyncio.gather(*tasks)
+        tail = len(ids) - ((len(ids) - 1) // bs) * bs
+        assert eng.stats().prefill_tokens_computed == len(ids) + 3 * tail
+        assert sorted(o.cached_prompt_tokens for o in outs) == [0] + [len(ids) - tail] * 3
+        model = hf_model(tiny_llama_dir)
+        assert max(max_delta(model, o, ids, 1.0) for o in outs) < 1e-4
+    finally:
+        await eng.close()

@@ -5,6 +5,10 @@ Like vLLM's scheduler with chunked prefill: every running request with one token
 rest of the step's token budget goes to prompts, first to running requests part-way through theirs, then
 to waiting requests admitted in order (prefix-cached blocks reused, the others allocated for the whole
 prompt up front). Several prompts, or chunks of one, share a step with the decode rows.
+
+A waiting request whose next uncached block is one a running request is about to compute (the other
+attempts of a GRPO group, sent together with one prompt) waits for it instead of computing the same
+positions again: it is admitted once that block is cached, a step or two later.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ class Scheduler:
         self.enable_prefix_caching = enable_prefix_caching
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
-        self.counters = dict.fromkeys(["prefill_computed", "prefill_cached", "preemptions"], 0)
+        self.counters = dict.fromkeys(["prefill_computed", "prefill_cached", "preemptions", "prefill_deferred"], 0)
 
     def schedule(self, root: bytes, hold_new: bool) -> list[Work]:
         """The next step's work. `hold_new`: a barrier or pause is pending, so requests that have not
@@ -47,16 +51,35 @@ class Scheduler:
             if pending > 1 and budget > 0 and not held(s):
                 work.append(Work(s, s.num_computed, min(pending, budget)))
                 budget -= work[-1].n
+        # blocks the prompt chunks of this step are computing (their requests progress, so waiting on them
+        # cannot stall: a held or unscheduled request is never waited on)
+        coming = {h for w in work if w.n > 1 for h in self._uncomputed(w.seq)} if self.enable_prefix_caching else set()
         for head in list(self.waiting):  # in order; a held request lets preempted ones behind it pass
             if budget <= 0 or len(self.running) >= self.max_num_seqs:
                 break
-            if held(head):
+            if held(head) or self._waits_for(head, root, coming):
                 continue
             if not self._admit(head, root):
                 break
+            coming.update(self._uncomputed(head))
             work.append(Work(head, head.num_computed, min(len(head.tokens) - head.num_computed, budget)))
             budget -= work[-1].n
         return work
+
+    def _uncomputed(self, seq: Sequence) -> list[bytes]:
+        """Hashes of the full prompt blocks `seq` has yet to compute (known since its admission)."""
+        return seq.prompt_hashes[seq.num_computed // self.block_size :]
+
+    def _waits_for(self, seq: Sequence, root: bytes, coming: set[bytes]) -> bool:
+        """True when the first block `seq` would compute is being computed by a running request."""
+        if not coming:
+            return False
+        hashes = chain_hashes(seq.tokens, self.block_size, root, (len(seq.tokens) - 1) // self.block_size)
+        n = len(self.pool.match(hashes))
+        if n < len(hashes) and hashes[n] in coming:
+            self.counters["prefill_deferred"] += 1
+            return True
+        return False
 
     def _admit(self, seq: Sequence, root: bytes) -> bool:
         pool, bs, tokens = self.pool, self.block_size, seq.tokens
@@ -72,6 +95,7 @@ class Scheduler:
         seq.blocks = matched + [pool.allocate() for _ in range(need)]  # type: ignore[misc]
         start = len(matched) * bs
         seq.hashes, seq.num_computed = hashes[: len(matched)], start
+        seq.prompt_hashes = hashes
         if seq.cached_prompt_tokens is None:
             seq.cached_prompt_tokens = start
             seq.t_start = time.perf_counter()
