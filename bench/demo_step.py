@@ -94,7 +94,7 @@ asyncio.run(main())
 
 KEYS = ("timing/step_s", "timing/rollout_s", "timing/old_logprob_s", "timing/update_s", "timing/weight_sync_s",
         "budget/engine/busy_share", "budget/engine/prefill_tok_s", "budget/engine/decode_tok_s",
-        "budget/engine/decode_tokens", "budget/trial/sandbox_start_p50_s", "budget/trial/agent_p50_s",
+        "budget/engine/decode_tokens", "budget/engine/rows_per_step", "budget/trial/sandbox_start_p50_s", "budget/trial/agent_p50_s",
         "budget/trial/agent_max_s", "budget/trial/verify_p50_s", "budget/trial/sandbox_stop_p50_s",
         "budget/loop_lag/mean_s", "budget/loop_lag/max_s", "rollout/pass_rate")
 

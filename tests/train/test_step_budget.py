@@ -27,6 +27,7 @@ def test_sync_step_reports_its_budget_and_the_loop_stays_responsive(tiny_run_con
     assert m["budget/engine/decode_tokens"] > 0 and m["budget/engine/decode_tok_s"] > 0
     assert m["budget/engine/prefill_tokens"] > 0 and m["budget/engine/prefill_tok_s"] > 0
     assert 0 < m["budget/engine/busy_share"] <= 1.0
+    assert 1.0 <= m["budget/engine/rows_per_step"] <= 16  # never more rows than trials in flight
     engine_s = m["budget/engine/prefill_s"] + m["budget/engine/decode_s"]
     assert engine_s <= m["timing/rollout_s"]
     for phase in ("sandbox_start", "agent", "verify", "sandbox_stop"):

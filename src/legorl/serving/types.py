@@ -163,6 +163,7 @@ class EngineStats:
     paused: bool
     prefill_s: float = 0.0  # seconds spent computing prefills (embedded engine; 0 where unknown)
     decode_s: float = 0.0  # seconds spent in decode steps
+    steps: int = 0  # forward steps taken (embedded engine; 0 where unknown): tokens sampled / steps = batch size
 
 
 @runtime_checkable

@@ -31,6 +31,9 @@ def engine_budget(before: list[EngineStats], after: list[EngineStats], wall_s: f
         out["budget/engine/prefill_tok_s"] = prefill / prefill_s
     if decode_s > 0:
         out["budget/engine/decode_tok_s"] = decoded / decode_s
+    steps = delta("steps")
+    if steps > 0:  # rows sampled per forward step: low means few trials are in the engine at once
+        out["budget/engine/rows_per_step"] = decoded / steps
     if wall_s > 0 and (prefill_s or decode_s):
         out["budget/engine/busy_share"] = (prefill_s + decode_s) / (wall_s * len(after))
     return out

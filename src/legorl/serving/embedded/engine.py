@@ -197,7 +197,7 @@ class EmbeddedEngine:
             kv_cache_usage=self.pool.usage(), kv_budget_tokens=self.pool.num_blocks * self.block_size,
             prefill_tokens_computed=c["prefill_computed"], prefill_tokens_cached=c["prefill_cached"],
             generated_tokens=c["generated"], preemptions=c["preemptions"], requests_finished=c["finished"],
-            paused=self._paused, prefill_s=c["prefill_s"], decode_s=c["decode_s"],
+            paused=self._paused, prefill_s=c["prefill_s"], decode_s=c["decode_s"], steps=c["steps"],
         )
 
     async def close(self) -> None:
