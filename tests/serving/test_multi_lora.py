@@ -1,0 +1,122 @@
+"""Several named LoRA adapters over one base on the embedded engine: rows of different adapters share packed
+steps, each row's logprobs are its adapter's (trainer forward, fp32, 1e-5), KV blocks are never shared across
+adapters, and the merged fast path serves a step whose rows all use the only adapter."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from legorl.config import load_config
+from legorl.serving.embedded import EmbeddedEngine
+from legorl.serving.types import GenerateRequest, InvalidRequestError, SamplingParams
+from legorl.train.lora import adapter_state, attach_lora
+
+from .reference import hf_model, prompt, teacher_forced
+
+
+def lora_model(path, seed: int):
+    """A trainer-side model with a random adapter (B large enough that two adapters differ clearly)."""
+    model = hf_model(path)
+    attach_lora(model, load_config(None, ["model.lora.rank=4", "model.lora.alpha=8"]).model.lora, seed=seed)
+    gen = torch.Generator().manual_seed(100 + seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".lora_B"):
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+    return model, adapter_state(model)
+
+
+def mean_delta(model, ids: list[int], out) -> float:
+    ref = teacher_forced(model, ids + out.token_ids)[len(ids) - 1:]
+    return sum(abs(a - b) for a, b in zip(out.logprobs, ref, strict=True)) / len(ref)
+
+
+@pytest.fixture
+async def engine(tiny_llama_dir):
+    eng = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096, seed=0)
+    yield eng
+    await eng.close()
+
+
+async def test_rows_of_different_adapters_share_steps_and_keep_their_own_logprobs(engine, tiny_llama_dir):
+    (ma, sa), (mb, sb) = lora_model(tiny_llama_dir, 1), lora_model(tiny_llama_dir, 2)
+    base = hf_model(tiny_llama_dir)
+    await engine.load_adapter("a", sa, version=3)
+    await engine.load_adapter("b", sb, version=7)
+    assert engine.adapters() == {"a": 3, "b": 7}
+    names = [None, "a", "b"] * 3
+    prompts = [prompt(tiny_llama_dir, n_words=i) for i in range(len(names))]
+    outs = await asyncio.gather(*[
+        engine.generate(GenerateRequest(p, SamplingParams(temperature=1.0, max_tokens=16, seed=i, ignore_eos=True),
+                                        adapter=n))
+        for i, (p, n) in enumerate(zip(prompts, names, strict=True))])
+    stats = engine._adapters.counters
+    assert stats["forward_steps"] > 0 and stats["merged_steps"] == 0  # mixed steps, applied per row group
+    assert engine._counters["max_prompts_per_step"] > 1
+    models = {None: base, "a": ma, "b": mb}
+    for p, n, o in zip(prompts, names, outs, strict=True):
+        assert o.weight_version == {None: 0, "a": 3, "b": 7}[n]
+        assert mean_delta(models[n], p, o) <= 1e-5, n
+        other = mb if n == "a" else ma  # a row served with the wrong adapter would be caught
+        assert mean_delta(other, p, o) > 1e-3
+    # teacher-forced prompt logprobs under a named adapter
+    ids = prompts[0] + outs[0].token_ids
+    for n in ("a", "b"):
+        got = (await engine.prompt_logprobs(ids, adapter=n))[1:]
+        ref = teacher_forced(models[n], ids)
+        assert sum(abs(x - y) for x, y in zip(got, ref, strict=True)) / len(ref) <= 1e-5
+
+
+async def test_prefix_cache_is_keyed_by_adapter(engine, tiny_llama_dir):
+    (_, sa), (_, sb) = lora_model(tiny_llama_dir, 1), lora_model(tiny_llama_dir, 2)
+    await engine.load_adapter("a", sa, version=1)
+    await engine.load_adapter("b", sb, version=1)
+    ids = prompt(tiny_llama_dir, n_words=60)
+    sp = SamplingParams(temperature=0, max_tokens=2)
+    first = await engine.generate(GenerateRequest(ids, sp, adapter="a"))
+    assert first.cached_prompt_tokens == 0
+    assert engine.prefix_cache_probe(ids, adapter="a").hit_tokens > 0
+    assert engine.prefix_cache_probe(ids, adapter="b").hit_tokens == 0
+    assert engine.prefix_cache_probe(ids).hit_tokens == 0
+    for n in ("b", None):  # another adapter, then the base: no block of a's is reused
+        assert (await engine.generate(GenerateRequest(ids, sp, adapter=n))).cached_prompt_tokens == 0
+    again = await engine.generate(GenerateRequest(ids, sp, adapter="a"))
+    assert again.cached_prompt_tokens > 0 and again.token_ids == first.token_ids
+    # replacing a's weights makes its old blocks unreachable (b's stay)
+    await engine.load_adapter("a", sb, version=2)
+    assert engine.prefix_cache_probe(ids, adapter="a").hit_tokens == 0
+    assert engine.prefix_cache_probe(ids, adapter="b").hit_tokens > 0
+
+
+async def test_one_adapter_in_use_is_merged_and_the_base_stays_exact(engine, tiny_llama_dir):
+    ma, sa = lora_model(tiny_llama_dir, 1)
+    base = hf_model(tiny_llama_dir)
+    await engine.load_adapter("a", sa, version=1)
+    ids = prompt(tiny_llama_dir)
+    sp = SamplingParams(temperature=1.0, max_tokens=12, seed=5, ignore_eos=True)
+    out = await engine.generate(GenerateRequest(ids, sp, adapter="a"))
+    c = engine._adapters.counters
+    assert c["merged_steps"] > 0 and c["forward_steps"] == 0 and engine._adapters.merged is not None
+    assert mean_delta(ma, ids, out) <= 1e-5
+    plain = await engine.generate(GenerateRequest(ids, sp))  # the base: unmerged, exactly the base weights
+    assert engine._adapters.merged is None
+    assert mean_delta(base, ids, plain) <= 1e-5
+    weights = dict(engine.model.named_parameters())
+    assert all(torch.equal(weights[k], v) for k, v in base.named_parameters())
+
+
+async def test_an_unknown_adapter_is_refused_with_the_known_names(engine, tiny_llama_dir):
+    _, sa = lora_model(tiny_llama_dir, 1)
+    await engine.load_adapter("a", sa, version=1)
+    ids = prompt(tiny_llama_dir)
+    with pytest.raises(InvalidRequestError, match=r"unknown adapter 'nope'; this engine holds: a"):
+        await engine.generate(GenerateRequest(ids, SamplingParams(max_tokens=2), adapter="nope"))
+    with pytest.raises(InvalidRequestError, match="unknown adapter"):
+        await engine.prompt_logprobs(ids, adapter="nope")
+    bad = {k: v for k, v in sa.items() if not k.endswith("lora_B")}
+    with pytest.raises(ValueError, match="lacks"):
+        await engine.load_adapter("c", bad, version=1)
+    assert engine.adapters() == {"a": 1}
