@@ -130,7 +130,7 @@ class AdapterSet:
     def rows(self, per_row: Sequence[Adapter | None], lengths: Sequence[int] | None = None) -> Iterator[None]:
         """Serve one forward whose packed rows (of `lengths` tokens; None: one each) use `per_row`'s adapters."""
         present = set(per_row)
-        if not self.adapters or present == {None} and self.merged is None:
+        if not self.adapters or (present == {None} and self.merged is None):
             yield
             return
         (only,) = present if len(present) == 1 else (None,)
