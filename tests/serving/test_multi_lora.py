@@ -9,29 +9,11 @@ import asyncio
 import pytest
 import torch
 
-from legorl.config import load_config
 from legorl.serving.embedded import EmbeddedEngine
 from legorl.serving.types import GenerateRequest, InvalidRequestError, SamplingParams
-from legorl.train.lora import adapter_state, attach_lora
 
+from .lora_helpers import lora_model, mean_delta
 from .reference import hf_model, prompt, teacher_forced
-
-
-def lora_model(path, seed: int):
-    """A trainer-side model with a random adapter (B large enough that two adapters differ clearly)."""
-    model = hf_model(path)
-    attach_lora(model, load_config(None, ["model.lora.rank=4", "model.lora.alpha=8"]).model.lora, seed=seed)
-    gen = torch.Generator().manual_seed(100 + seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith(".lora_B"):
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-    return model, adapter_state(model)
-
-
-def mean_delta(model, ids: list[int], out) -> float:
-    ref = teacher_forced(model, ids + out.token_ids)[len(ids) - 1:]
-    return sum(abs(a - b) for a, b in zip(out.logprobs, ref, strict=True)) / len(ref)
 
 
 @pytest.fixture
