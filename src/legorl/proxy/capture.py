@@ -21,7 +21,7 @@ from legorl.proxy.parsers import ParseResult
 from legorl.proxy.planner import Plan, PromptTooLong, plan_call
 from legorl.proxy.render import ChatRenderer
 from legorl.proxy.session import Session
-from legorl.serving.manager import ServerManager
+from legorl.serving.manager import ServerManager, adapter_kw
 from legorl.serving.types import (
     ContextLengthError,
     EngineClosedError,
@@ -168,7 +168,7 @@ class Capture:
             if recompute:
                 temp = sp.temperature if sp.temperature > 0 else 1.0
                 out, lps = await asyncio.gather(
-                    self.manager.generate(greq), self.manager.prompt_logprobs(prompt, session.id, temp, adapter)
+                    self.manager.generate(greq), self.manager.prompt_logprobs(prompt, session.id, temp, **adapter_kw(adapter))
                 )
             else:
                 out, lps = await self.manager.generate(greq), None
