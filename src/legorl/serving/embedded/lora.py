@@ -51,7 +51,7 @@ class AdapterSet:
         self.adapters: dict[str | None, Adapter] = {}
         self.base: dict[str, torch.Tensor] = {}  # targeted base weights, kept for merging and unmerging
         self.merged: Adapter | None = None  # the adapter written into the weights (None: they are the base)
-        self._groups: list[tuple[Adapter, torch.Tensor | None]] = []  # this forward's (adapter, token rows)
+        self._groups: list[tuple[Adapter, int, int]] = []  # this forward's (adapter, first token, end token)
         self._hooks: dict[str, Any] = {}
         self.counters = {"merged_steps": 0, "forward_steps": 0, "merges": 0, "unmerges": 0}
 
@@ -143,16 +143,15 @@ class AdapterSet:
         if self.merged is not None:
             self._merge(None)
         lengths = lengths if lengths is not None else [1] * len(per_row)
-        starts = list(itertools.accumulate(lengths, initial=0))
-        groups: list[tuple[Adapter, torch.Tensor | None]] = []
-        dev = next(self.model.parameters()).device
-        for ad in present - {None}:
-            if len(present) == 1:
-                groups.append((ad, None))
-                continue
-            idx = [t for r, a in enumerate(per_row) if a is ad for t in range(starts[r], starts[r + 1])]
-            groups.append((ad, torch.tensor(idx, dtype=torch.long, device=dev)))
-        self._groups = groups
+        groups: list[tuple[Adapter, int, int]] = []  # runs of consecutive rows on one adapter (callers sort)
+        t = 0
+        for ad, n in zip(per_row, lengths, strict=True):
+            if ad is not None and groups and groups[-1][0] is ad and groups[-1][2] == t:
+                groups[-1] = (ad, groups[-1][1], t + n)
+            elif ad is not None:
+                groups.append((ad, t, t + n))
+            t += n
+        self._groups = [(ad, 0, -1) if s == 0 and e == t else (ad, s, e) for ad, s, e in groups]
         self.counters["forward_steps"] += 1
         try:
             yield
@@ -164,16 +163,16 @@ class AdapterSet:
             if not self._groups:
                 return None
             x = inputs[0]
-            for ad, idx in self._groups:
+            for ad, start, end in self._groups:
                 p = ad.mods.get(name)
                 if p is None:
                     continue
                 a, b, s = p
-                if idx is None:  # every row: the trainer hook's expression exactly
+                if end < 0:  # every row: the trainer hook's expression exactly
                     out = out + (F.linear(F.linear(x.to(a.dtype), a), b) * s).to(out.dtype)
-                else:
-                    xs = x.index_select(-2, idx).to(a.dtype)
-                    out.index_add_(-2, idx, (F.linear(F.linear(xs, a), b) * s).to(out.dtype))
+                else:  # a run of rows: views, added in place
+                    xs = x[..., start:end, :].to(a.dtype)
+                    out[..., start:end, :] += (F.linear(F.linear(xs, a), b) * s).to(out.dtype)
             return out
 
         return hook

@@ -61,10 +61,15 @@ class ModelRunner:
         """One forward over `work`. Returns the packed inputs (work in packed order), the logits [S, V] of
         the sampling items (in that order) and the routing [T, L, k] of every packed token (MoE).
         `adapter_of(seq)`: the LoRA adapter a request runs with (None: the base)."""
-        inputs = build(self.pool, work, self.device)
+        lora: contextlib.AbstractContextManager = contextlib.nullcontext()
+        if self.adapters is not None and self.adapters.adapters and adapter_of is not None:
+            # rows of one adapter next to each other (build keeps this order within decode rows and chunks)
+            work = sorted(work, key=lambda w: w.seq.request.adapter or "")
+            inputs = build(self.pool, work, self.device)
+            lora = self.adapters.rows([adapter_of(w.seq) for w in inputs.work], [w.n for w in inputs.work])
+        else:
+            inputs = build(self.pool, work, self.device)
         self.recorder.take()
-        lora = (self.adapters.rows([adapter_of(w.seq) for w in inputs.work], [w.n for w in inputs.work])
-                if self.adapters is not None and adapter_of is not None else contextlib.nullcontext())
         with active(inputs.batch), lora:
             out = self.model(input_ids=inputs.input_ids, position_ids=inputs.position_ids,
                              attention_mask=self._no_mask, use_cache=False, logits_to_keep=inputs.keep)
