@@ -9,13 +9,23 @@ while a second is loaded (applied in the forward); rows split over 2 and over 4 
 base. Prints `decode <layout>/base: N` lines and the engine's merged/forward step counts, so the choice in
 serving/embedded/lora.py (merge when one adapter serves a whole step, else group rows per adapter in the
 forward) can be checked on this machine.
+
+    PYTHONPATH=src .venv/bin/python bench/lora_pool.py --runs [--runs-model tiny-llama] [--steps 2]
+
+Instead: `legorl train` runs against one `legorl serve --engine-api` (in this process), LoRA on each: one run
+alone, then two at once with different adapters. Prints each run's sampled tokens per rollout second and step
+time, and `rollout tok/s per run shared/alone: N`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -78,6 +88,58 @@ async def main(args) -> None:
               f"{n} x {args.tokens} tokens; {counts[name]})")
 
 
+async def shared_runs(args) -> None:
+    import tomli_w
+
+    from legorl.proxy.cli import run_server
+
+    path = resolve_model(args.runs_model)
+    ready: asyncio.Future = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+    server = asyncio.create_task(run_server(str(path), kv_budget_tokens=16384, ready=ready, stop=stop,
+                                            engine_api=True))
+    url = await asyncio.wait_for(ready, 300)
+    with tempfile.TemporaryDirectory() as d:
+        cfg = Path(d) / "run.toml"
+        cfg.write_text(tomli_w.dumps({
+            "run": {"name": "x", "output_dir": f"{d}/runs"}, "model": {"path": str(path), "lora": {
+                "rank": args.rank, "alpha": 2 * args.rank, "init": "gaussian"}},
+            "tasks": {"train": "builtin:shell-basics", "val_fraction": 0.0},
+            "rollout": {"max_turns": 1, "max_response_len": 32, "max_prompt_len": 1024, "concurrency": 4},
+            "agent": {"name": "builtin"}, "serving": {"engine": "remote", "remote": {"url": url}},
+            "algorithm": {"n_resp_per_prompt": 2}, "trainer": {"lr": 1e-3, "train_batch_size": 2,
+                                                               "total_steps": args.steps, "save_freq": 0}}))
+
+        async def train(names: list[str]) -> dict[str, dict[str, float]]:
+            procs = {n: await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "legorl.cli", "train", str(cfg), "--no-progress", "--skip-preflight",
+                f"run.name={n}", f"run.seed={i}", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+                for i, n in enumerate(names)}
+            out = {}
+            for n, p in procs.items():
+                _, err = await p.communicate()
+                if p.returncode:
+                    raise SystemExit(f"run {n} failed: {err.decode()[-2000:]}")
+                m = [json.loads(line) for line in (Path(d) / "runs" / n / "logs" / f"{n}.jsonl").read_text().splitlines()]
+                tokens = sum(r["response_length/mean"] * 4 for r in m)
+                out[n] = {"tok_s": tokens / sum(r["timing/rollout_s"] for r in m),
+                          "step_s": sum(r["timing/step_s"] for r in m) / len(m),
+                          "fidelity": max(r["rollout_corr/abs_diff_mean"] for r in m)}
+                print(f"{'alone' if len(names) == 1 else 'shared'} run {n}: {out[n]['tok_s']:.1f} sampled tok/s in "
+                      f"rollout, step {out[n]['step_s']:.1f} s, fidelity {out[n]['fidelity']:.1e}", flush=True)
+            return out
+
+        try:
+            alone = (await train(["solo"]))["solo"]
+            shared = await train(["a", "b"])
+        finally:
+            stop.set()
+            await server
+    for n, r in shared.items():
+        print(f"rollout tok/s per run shared/alone ({n}): {r['tok_s'] / alone['tok_s']:.2f}  "
+              f"(step {r['step_s']:.1f} s vs {alone['step_s']:.1f} s)")
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="smollm2-135m-instruct")
@@ -85,4 +147,8 @@ if __name__ == "__main__":
     p.add_argument("--requests", type=int, default=8)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--reps", type=int, default=3)
-    asyncio.run(main(p.parse_args()))
+    p.add_argument("--runs", action="store_true", help="two legorl train runs sharing one server, vs one alone")
+    p.add_argument("--runs-model", default="tiny-llama")
+    p.add_argument("--steps", type=int, default=2)
+    a = p.parse_args()
+    asyncio.run(shared_runs(a) if a.runs else main(a))
