@@ -102,3 +102,16 @@ async def test_an_unknown_adapter_is_refused_with_the_known_names(engine, tiny_l
     with pytest.raises(ValueError, match="lacks"):
         await engine.load_adapter("c", bad, version=1)
     assert engine.adapters() == {"a": 1}
+
+
+async def test_an_adapter_pushed_in_several_buckets_is_whole(engine, tiny_llama_dir):
+    ma, sa = lora_model(tiny_llama_dir, 1)
+    modules = sorted({k.rsplit(".", 1)[0] for k in sa})
+    half = set(modules[: len(modules) // 2])
+    first = {k: v for k, v in sa.items() if k.rsplit(".", 1)[0] in half}
+    await engine.load_adapter("a", first, version=5)
+    await engine.load_adapter("a", {k: v for k, v in sa.items() if k not in first}, version=5)
+    ids = prompt(tiny_llama_dir)
+    out = await engine.generate(GenerateRequest(ids, SamplingParams(temperature=1.0, max_tokens=12, seed=2,
+                                                                    ignore_eos=True), adapter="a"))
+    assert out.weight_version == 5 and mean_delta(ma, ids, out) <= 1e-5

@@ -79,6 +79,8 @@ class AdapterSet:
             if m not in self._hooks:
                 self._hooks[m] = self.modules[m].register_forward_hook(self._hook(m))
         old = self.adapters.get(name)
+        if old is not None and old.version == int(version):  # a later bucket of the same push
+            parts = {**old.mods, **parts}
         new = Adapter(name, int(version), parts,
                       hashlib.blake2b(f"{name!r}/{version}/{next(_serial)}".encode(), digest_size=8).digest())
         self.adapters[name] = new
