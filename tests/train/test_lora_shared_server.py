@@ -65,8 +65,8 @@ async def test_two_runs_share_one_server(tmp_path, tiny_run_config, tiny_llama_d
                                        "max_logprob_abs_diff": 1e-3})
         t0 = time.perf_counter()
         runs = {name: await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "legorl.cli", "train", str(cfg), "--no-progress", f"run.name={name}",
-                    f"run.seed={seed}", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                    sys.executable, "-m", "legorl.cli", "train", str(cfg), "--no-progress", "--skip-preflight",
+                    f"run.name={name}", f"run.seed={seed}", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
                 for name, seed in (("a", 1), ("b", 2))}  # at the same time, against the same server
         for name, proc in runs.items():
             out, err = await asyncio.wait_for(proc.communicate(), 600)
