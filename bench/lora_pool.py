@@ -71,7 +71,7 @@ async def main(args) -> None:
     counts = {}
     for rep in range(args.reps):
         for name, (loaded, rows) in layouts.items():  # a fresh engine per layout: only its adapters loaded
-            engine = EmbeddedEngine.from_pretrained(path, kv_budget_tokens=8192, num_threads=torch.get_num_threads(),
+            engine = EmbeddedEngine.from_pretrained(path, kv_budget_tokens=8192, num_threads=args.threads,
                                                     enable_prefix_caching=False)
             try:
                 for a in loaded:
@@ -79,6 +79,7 @@ async def main(args) -> None:
                 await decode(engine, rows[:2], 2)  # warm-up (and, merged, the one merge)
                 best[name] = min(best[name], await decode(engine, rows, args.tokens))
                 c = engine._adapters.counters
+                print(f"  {name}: {best[name]:.2f} s", flush=True)
                 counts[name] = f"merged steps {c['merged_steps']}, in-forward steps {c['forward_steps']}"
             finally:
                 await engine.close()
@@ -147,6 +148,7 @@ if __name__ == "__main__":
     p.add_argument("--requests", type=int, default=8)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1, help="engine threads (serving's default on 2 cores: 1)")
     p.add_argument("--runs", action="store_true", help="two legorl train runs sharing one server, vs one alone")
     p.add_argument("--runs-model", default="tiny-llama")
     p.add_argument("--steps", type=int, default=2)
