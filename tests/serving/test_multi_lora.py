@@ -115,3 +115,12 @@ async def test_an_adapter_pushed_in_several_buckets_is_whole(engine, tiny_llama_
     out = await engine.generate(GenerateRequest(ids, SamplingParams(temperature=1.0, max_tokens=12, seed=2,
                                                                     ignore_eos=True), adapter="a"))
     assert out.weight_version == 5 and mean_delta(ma, ids, out) <= 1e-5
+
+
+async def test_the_vllm_engine_refuses_a_named_adapter_instead_of_serving_the_base():
+    from legorl.serving.vllm import VLLMEngine
+
+    eng = VLLMEngine("http://127.0.0.1:9", served_name="m", max_model_len=64, vocab_size=100)
+    with pytest.raises(InvalidRequestError, match="does not serve named LoRA adapters"):
+        await eng.generate(GenerateRequest([1, 2, 3], SamplingParams(max_tokens=2), adapter="a"))
+    await eng.close()
