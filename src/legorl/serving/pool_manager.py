@@ -72,7 +72,8 @@ class PoolManager:
         gate_id = request.session_id or f"call:{request.request_id}"  # a session-less call is its own session
         if self.scheduler is not None:
             try:
-                lease = await self.scheduler.acquire(gate_id, request.prompt_ids, request_id=request.request_id)
+                lease = await self.scheduler.acquire(gate_id, request.prompt_ids, request_id=request.request_id,
+                                                     adapter=request.adapter)
             except AdmissionAborted:
                 self.counters["aborted_before_admission"] += 1
                 return TokenOutput(request.request_id, len(request.prompt_ids), [], [], "abort", self.weight_version)
