@@ -124,3 +124,29 @@ async def test_the_vllm_engine_refuses_a_named_adapter_instead_of_serving_the_ba
     with pytest.raises(InvalidRequestError, match="does not serve named LoRA adapters"):
         await eng.generate(GenerateRequest([1, 2, 3], SamplingParams(max_tokens=2), adapter="a"))
     await eng.close()
+
+
+async def test_the_session_scheduler_probes_the_calls_adapter(tiny_llama_dir):
+    """Under KV pressure a session whose prefix is resident under its adapter is admitted at once (a probe of
+    the base's cache would find nothing and hold it)."""
+    from legorl.serving.pool import ReplicaPool
+    from legorl.serving.pool_manager import PoolManager
+    from legorl.serving.scheduler import SchedulerConfig
+
+    from .test_scheduler_engine import UsageOverride, ids
+
+    eng = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=2048, num_threads=1)
+    try:
+        _, sa = lora_model(tiny_llama_dir, 1)
+        await eng.load_adapter("a", sa, version=1)
+        wrapped = UsageOverride(eng)
+        mgr = PoolManager(ReplicaPool([wrapped]), scheduler=SchedulerConfig(wait_poll_sec=0.05))  # type: ignore[list-item]
+        sp = SamplingParams(temperature=0, max_tokens=2)
+        turn1 = ids(1, 160)
+        await mgr.generate(GenerateRequest(turn1, sp, session_id="s", adapter="a"))
+        wrapped.usage = 0.95  # pressure
+        out = await asyncio.wait_for(mgr.generate(GenerateRequest(turn1 + ids(2, 20), sp, session_id="s",
+                                                                  adapter="a")), 5)
+        assert out.cached_prompt_tokens >= 144 and mgr.metrics()["sched/admit/resident_prefix"] == 1
+    finally:
+        await eng.close()
