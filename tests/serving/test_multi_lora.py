@@ -23,14 +23,24 @@ async def engine(tiny_llama_dir):
     await eng.close()
 
 
-async def test_rows_of_different_adapters_share_steps_and_keep_their_own_logprobs(engine, tiny_llama_dir):
-    (ma, sa), (mb, sb) = lora_model(tiny_llama_dir, 1), lora_model(tiny_llama_dir, 2)
-    base = hf_model(tiny_llama_dir)
+@pytest.mark.parametrize("kind", ["dense", "moe"])
+async def test_rows_of_different_adapters_share_steps_and_keep_their_own_logprobs(tiny_llama_dir, tiny_moe_dir, kind):
+    path = tiny_llama_dir if kind == "dense" else tiny_moe_dir
+    engine = EmbeddedEngine.from_pretrained(path, kv_budget_tokens=4096, seed=0)
+    try:
+        await _mixed_rows(engine, path)
+    finally:
+        await engine.close()
+
+
+async def _mixed_rows(engine, path):
+    (ma, sa), (mb, sb) = lora_model(path, 1), lora_model(path, 2)
+    base = hf_model(path)
     await engine.load_adapter("a", sa, version=3)
     await engine.load_adapter("b", sb, version=7)
     assert engine.adapters() == {"a": 3, "b": 7}
     names = [None, "a", "b"] * 3
-    prompts = [prompt(tiny_llama_dir, n_words=i) for i in range(len(names))]
+    prompts = [prompt(path, n_words=i) for i in range(len(names))]
     outs = await asyncio.gather(*[
         engine.generate(GenerateRequest(p, SamplingParams(temperature=1.0, max_tokens=16, seed=i, ignore_eos=True),
                                         adapter=n))

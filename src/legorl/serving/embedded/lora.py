@@ -53,6 +53,7 @@ class AdapterSet:
         self.merged: Adapter | None = None  # the adapter written into the weights (None: they are the base)
         self._groups: list[tuple[Adapter, int, int]] = []  # this forward's (adapter, first token, end token)
         self._hooks: dict[str, Any] = {}
+        self._tokens = 0  # tokens of this forward: a module seeing another count (a routed expert) cannot be split
         self.counters = {"merged_steps": 0, "forward_steps": 0, "merges": 0, "unmerges": 0}
 
     # -- loading ------------------------------------------------------------------------------------
@@ -154,6 +155,7 @@ class AdapterSet:
                 groups.append((ad, t, t + n))
             t += n
         self._groups = [(ad, 0, -1) if s == 0 and e == t else (ad, s, e) for ad, s, e in groups]
+        self._tokens = t
         self.counters["forward_steps"] += 1
         try:
             yield
@@ -165,6 +167,9 @@ class AdapterSet:
             if not self._groups:
                 return None
             x = inputs[0]
+            if x.shape[-2] != self._tokens and any(end >= 0 for _, _, end in self._groups):
+                raise RuntimeError(f"{name} sees {x.shape[-2]} of the step's {self._tokens} tokens (a routed expert?): "
+                                   "its adapter cannot be applied per row")
             for ad, start, end in self._groups:
                 p = ad.mods.get(name)
                 if p is None:
