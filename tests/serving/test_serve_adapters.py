@@ -83,3 +83,10 @@ def test_serve_refuses_a_bad_adapter_in_one_line(tiny_llama_dir, tmp_path):
     res = subprocess.run([sys.executable, "-m", "legorl.cli", "serve", "--model", str(tiny_llama_dir),
                           "--adapter", "nodir"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "use NAME=DIR" in res.stderr, res.stderr[-2000:]
+    _, sa = lora_model(tiny_llama_dir, 1)  # an adapter of another model: a layer this one lacks
+    other = {k.replace("layers.0.", "layers.9."): v for k, v in sa.items() if "layers.0." in k}
+    res = subprocess.run([sys.executable, "-m", "legorl.cli", "serve", "--model", str(tiny_llama_dir), "--adapter",
+                          f"x={peft_dir(other, tiny_llama_dir, tmp_path / 'x')}"], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 2 and "--adapter x:" in res.stderr and "not a Linear" in res.stderr, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr

@@ -13,6 +13,10 @@ from typing import Any
 import typer
 
 
+class AdapterLoadError(ValueError):
+    """An `--adapter` the engine cannot hold (modules or shapes of another model): the CLI says it in one line."""
+
+
 async def run_server(
     model: str,
     host: str = "127.0.0.1",
@@ -59,9 +63,12 @@ async def run_server(
     try:
         for name, state in loaded.items():
             if name == config.model_name:
-                raise ValueError(f"adapter name {name!r} is the base model's name: pick another")
+                raise AdapterLoadError(f"--adapter {name}: that is the base model's name; pick another")
             for e in server.engines:
-                await e.load_adapter(name, state, 0)  # type: ignore[attr-defined]
+                try:
+                    await e.load_adapter(name, state, 0)  # type: ignore[attr-defined]
+                except ValueError as exc:
+                    raise AdapterLoadError(f"--adapter {name}: {exc} (an adapter of another base model?)") from exc
     except BaseException:
         await server.close()
         raise
@@ -131,9 +138,12 @@ def register(app: Any) -> None:
             raise typer.BadParameter(f"unknown engine {engine!r}; use one of {', '.join(ENGINE_KINDS)}")
         if adapters and engine != "embedded":
             raise typer.BadParameter("--adapter needs --engine embedded (vLLM adapters are not wired up yet)")
-        asyncio.run(run_server(model, host, port, trajectories, tool_parser, kv_budget_tokens, engine_kind=engine,
-                               limits=limits, freeze_gc=os.environ.get("LEGORL_GC_FREEZE", "1") == "1",
-                               adapters=adapters, engine_api=engine_api))
+        try:
+            asyncio.run(run_server(model, host, port, trajectories, tool_parser, kv_budget_tokens, engine_kind=engine,
+                                   limits=limits, freeze_gc=os.environ.get("LEGORL_GC_FREEZE", "1") == "1",
+                                   adapters=adapters, engine_api=engine_api))
+        except AdapterLoadError as exc:
+            raise typer.BadParameter(str(exc)) from exc
 
 
 def _adapters(config: Path | None, flags: list[str], base: str) -> dict[str, Path]:
