@@ -93,6 +93,17 @@ class RunConfig(Section):
         if self.model.lora.enabled and engine == "vllm":
             problems.append("model.lora.rank > 0 needs serving.engine='embedded': the vLLM engine does not load "
                             "adapters yet (docs/lora.md)")
+        if engine == "remote":
+            if not self.model.lora.enabled:
+                problems.append("serving.engine='remote' shares a server's base model: it needs model.lora.rank > 0 "
+                                "(only the run's adapter goes to the server)")
+            if not self.serving.remote.url:
+                problems.append("serving.engine='remote' needs serving.remote.url (the URL `legorl serve "
+                                "--engine-api` prints)")
+            if replicas != 1 or self.cluster.runtime != "local":
+                problems.append("serving.engine='remote' is one server: serving.n_replicas=1, cluster.runtime='local'")
+        elif self.serving.remote.url:
+            problems.append("serving.remote.url is set but serving.engine is not 'remote'")
         if algo.ppo_anchor == "behaviour" and algo.rollout_is != "none":
             problems.append(f"algorithm.ppo_anchor='behaviour' already takes the ratio against the behaviour "
                             f"logprobs: algorithm.rollout_is={algo.rollout_is!r} would correct twice (use 'none')")

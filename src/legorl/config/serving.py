@@ -85,11 +85,25 @@ class ProxySection(Section):
     """Open sessions beyond which `POST /sessions` and bare-route calls get a 429 (trial sessions are not refused)."""
 
 
+class RemoteSection(Section):
+    """`serving.engine = "remote"`: this run samples from a running `legorl serve --engine-api` shared with other
+    runs, with a LoRA adapter of its own; only that adapter is pushed at each sync (docs/lora.md)."""
+
+    url: str = ""
+    """The server's URL, as `legorl serve` prints it (`http://HOST:PORT`)."""
+    adapter: str = ""
+    """The adapter name this run loads and samples with on the server. Empty: the run's name. Two runs on one
+    server need different names."""
+    timeout_sec: float = Field(600.0, gt=0.0)
+    """Per call to the server (a generation, a logprob pass, an adapter load)."""
+
+
 class ServingSection(Section):
     """The inference replicas, the load balancer in front of them and the admission gate."""
 
-    engine: Literal["embedded", "vllm"] = "embedded"
-    """`embedded`: legorl's in-process torch engine; `vllm`: supervised vLLM servers (`[serving.vllm]`)."""
+    engine: Literal["embedded", "vllm", "remote"] = "embedded"
+    """`embedded`: legorl's in-process torch engine; `vllm`: supervised vLLM servers (`[serving.vllm]`); `remote`:
+    a shared `legorl serve` with this run's LoRA adapter on it (`[serving.remote]`, needs `model.lora`)."""
     n_replicas: int = Field(1, ge=1)
     """Inference replicas behind the sticky load balancer."""
     kv_budget_tokens: int = Field(32768, ge=256)
@@ -114,5 +128,11 @@ class ServingSection(Section):
     """The session-level admission gate."""
     vllm: VLLMSection = VLLMSection()
     """vLLM replicas."""
+    remote: RemoteSection = RemoteSection()
+    """A shared server (`serving.engine = "remote"`)."""
     proxy: ProxySection = ProxySection()
     """The proxy's request, body and session limits."""
+    adapters: dict[str, str] = {}
+    """`legorl serve --config`: named LoRA adapters served beside the base, name -> PEFT adapter directory (as
+    `legorl export` writes it); a request picks one by its `model` field (docs/lora.md). Same as
+    `--adapter NAME=DIR`."""

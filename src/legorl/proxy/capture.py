@@ -16,11 +16,12 @@ from legorl.proxy.config import ProxyConfig
 from legorl.proxy.errors import ContextOverflow, ProxyError
 from legorl.proxy.intake import INLINE, Lane
 from legorl.proxy.messages import ChatRequest, Message, ToolCall, validate_tool_results
+from legorl.proxy.models import ModelNames
 from legorl.proxy.parsers import ParseResult
 from legorl.proxy.planner import Plan, PromptTooLong, plan_call
 from legorl.proxy.render import ChatRenderer
 from legorl.proxy.session import Session
-from legorl.serving.manager import ServerManager
+from legorl.serving.manager import ServerManager, adapter_kw
 from legorl.serving.types import (
     ContextLengthError,
     EngineClosedError,
@@ -58,10 +59,12 @@ class CallResult:
 
 
 class Capture:
-    def __init__(self, manager: ServerManager, renderer: ChatRenderer, config: ProxyConfig):
+    def __init__(self, manager: ServerManager, renderer: ChatRenderer, config: ProxyConfig,
+                 models: ModelNames | None = None):
         self.manager = manager
         self.renderer = renderer
         self.config = config
+        self.models = models or ModelNames(config.model_name)
 
     async def call(self, session: Session, req: ChatRequest, lane: Lane = INLINE,
                    stream: StreamSink | None = None) -> CallResult:
@@ -69,6 +72,7 @@ class Capture:
         `stream`: fed the sampled ids as they come; what is committed is the same as without it."""
         session.counters.calls += 1
         self._validate(req)
+        adapter = self.models.resolve(req.model)  # before planning: an unknown model changes nothing
         try:
             plan = await self._plan(session, req, lane)
         finally:
@@ -76,7 +80,7 @@ class Capture:
         key = _busy_key(plan)
         session.busy[key] = asyncio.Event()
         try:
-            return await self._run(session, req, plan, stream)
+            return await self._run(session, req, plan, stream, adapter)
         finally:
             session.busy.pop(key).set()
 
@@ -147,13 +151,14 @@ class Capture:
             raise ProxyError(400, str(exc)) from exc
         return sp
 
-    async def _run(self, session: Session, req: ChatRequest, plan: Plan, stream: StreamSink | None) -> CallResult:
+    async def _run(self, session: Session, req: ChatRequest, plan: Plan, stream: StreamSink | None,
+                   adapter: str | None = None) -> CallResult:
         if session.closed:
             raise ProxyError(404, "session closed")
         prompt = plan.prompt_ids
         sp = self._sampling(session, req, len(prompt))
         greq = GenerateRequest(prompt, sp, session_id=session.id, return_routed_experts=self.config.capture_routing,
-                               on_tokens=stream)
+                               on_tokens=stream, adapter=adapter)
         if stream is not None:
             stream.prompt_tokens = len(prompt)
         recompute = plan.kind == "rewrite" and self.config.recompute_on_rewrite and bool(plan.new_ids)
@@ -163,7 +168,7 @@ class Capture:
             if recompute:
                 temp = sp.temperature if sp.temperature > 0 else 1.0
                 out, lps = await asyncio.gather(
-                    self.manager.generate(greq), self.manager.prompt_logprobs(prompt, session.id, temp)
+                    self.manager.generate(greq), self.manager.prompt_logprobs(prompt, session.id, temp, **adapter_kw(adapter))
                 )
             else:
                 out, lps = await self.manager.generate(greq), None

@@ -13,6 +13,10 @@ from typing import Any
 import typer
 
 
+class AdapterLoadError(ValueError):
+    """An `--adapter` the engine cannot hold (modules or shapes of another model): the CLI says it in one line."""
+
+
 async def run_server(
     model: str,
     host: str = "127.0.0.1",
@@ -26,20 +30,28 @@ async def run_server(
     limits: Any | None = None,
     freeze_gc: bool = False,
     vllm: Any | None = None,
+    adapters: dict[str, Path] | None = None,
+    engine_api: bool = False,
 ) -> None:
     """Serve until `stop` is set (or SIGINT/SIGTERM); closing writes every open session's trajectory.
     `limits`: a `[serving.proxy]` section (`ProxySection`); None: its defaults. `freeze_gc` (the CLI's
     own process only): what start-up allocated leaves the collector's generations, so a full collection
     set off by a large request walks only the objects made since (10 MB bodies: /health max 281 -> 39 ms).
     `vllm`: a `[serving.vllm]` section (`VLLMSection`) for `engine_kind="vllm"`, e.g. `urls` to attach to a
-    server already running (the tests share one); None: its defaults (legorl starts the server)."""
+    server already running (the tests share one); None: its defaults (legorl starts the server).
+    `adapters`: named LoRA adapters (PEFT dirs) over the base, picked by a request's `model`. `engine_api`: serve
+    /engine/* so `legorl train` runs with `serving.engine = "remote"` share this server (docs/lora.md)."""
     from legorl.config.serving import ProxySection
     from legorl.models.store import resolve_model
     from legorl.proxy.config import ProxyConfig
     from legorl.runtime.stack import PolicyServer
+    from legorl.serving.adapter import read_peft_adapter
     from legorl.serving.launch import EngineSpec
 
     path = resolve_model(model)
+    loaded = {name: read_peft_adapter(d) for name, d in (adapters or {}).items()}  # bad dirs fail before loading
+    if loaded and engine_kind != "embedded":
+        raise ValueError("--adapter needs the embedded engine (vLLM adapters are not wired up yet)")
     config = ProxyConfig.from_section(
         limits or ProxySection(), host=host, port=port, tool_parser=tool_parser, model_name=Path(str(model)).name,
         trajectories_dir=trajectories, management_routes=True, bare_routes=True,
@@ -47,7 +59,19 @@ async def run_server(
     spec = EngineSpec(path, kind=engine_kind, kv_budget_tokens=kv_budget_tokens)
     if vllm is not None:
         spec.vllm = vllm
-    server = await PolicyServer.start(spec, config)
+    server = await PolicyServer.start(spec, config, engine_api=engine_api)
+    try:
+        for name, state in loaded.items():
+            if name == config.model_name:
+                raise AdapterLoadError(f"--adapter {name}: that is the base model's name; pick another")
+            for e in server.engines:
+                try:
+                    await e.load_adapter(name, state, 0)  # type: ignore[attr-defined]
+                except ValueError as exc:
+                    raise AdapterLoadError(f"--adapter {name}: {exc} (an adapter of another base model?)") from exc
+    except BaseException:
+        await server.close()
+        raise
     if freeze_gc:
         gc.freeze()
     proxy = server.proxy
@@ -66,6 +90,11 @@ async def run_server(
               flush=True)
         print(f"  OpenAI:    {proxy.url}/v1   (X-Session-ID header, or a new session per request)", flush=True)
         print(f"  Anthropic: {proxy.url}      (same)", flush=True)
+        if loaded:
+            print(f"  models:    {', '.join(proxy.models.names())}  (a request's `model` picks one)", flush=True)
+        if engine_api:
+            print(f"  engine API: {proxy.url}/engine  (training runs: serving.engine='remote', "
+                  f"serving.remote.url='{proxy.url}')", flush=True)
         if ready is not None and not ready.done():
             ready.set_result(proxy.url)
         await stop.wait()
@@ -90,10 +119,15 @@ def register(app: Any) -> None:
         max_sessions: int | None = typer.Option(None, "--max-sessions", help="open sessions before a 429"),
         session_idle_ttl: float | None = typer.Option(None, "--session-idle-ttl", help="close idle sessions (s)"),
         default_max_tokens: int | None = typer.Option(None, "--default-max-tokens", help="cap of calls without one"),
+        adapter: list[str] = typer.Option([], "--adapter", help="NAME=DIR: a LoRA adapter (PEFT dir, as `legorl "
+                                          "export` writes) served as model NAME; repeatable"),
+        engine_api: bool = typer.Option(False, "--engine-api", help="serve /engine/* so `legorl train` runs with "
+                                        "serving.engine='remote' share this server"),
     ) -> None:
         """Run an engine (embedded or vLLM) behind the OpenAI / Anthropic proxy until Ctrl-C."""
         limits = _limits(config, max_sessions=max_sessions, session_idle_ttl_sec=session_idle_ttl,
                          default_max_tokens=default_max_tokens)
+        adapters = _adapters(config, adapter, Path(str(model)).name)
         from legorl.proxy.parsers import available_parsers
 
         if tool_parser not in available_parsers():
@@ -102,8 +136,40 @@ def register(app: Any) -> None:
 
         if engine not in ENGINE_KINDS:
             raise typer.BadParameter(f"unknown engine {engine!r}; use one of {', '.join(ENGINE_KINDS)}")
-        asyncio.run(run_server(model, host, port, trajectories, tool_parser, kv_budget_tokens, engine_kind=engine,
-                               limits=limits, freeze_gc=os.environ.get("LEGORL_GC_FREEZE", "1") == "1"))
+        if adapters and engine != "embedded":
+            raise typer.BadParameter("--adapter needs --engine embedded (vLLM adapters are not wired up yet)")
+        try:
+            asyncio.run(run_server(model, host, port, trajectories, tool_parser, kv_budget_tokens, engine_kind=engine,
+                                   limits=limits, freeze_gc=os.environ.get("LEGORL_GC_FREEZE", "1") == "1",
+                                   adapters=adapters, engine_api=engine_api))
+        except AdapterLoadError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+
+
+def _adapters(config: Path | None, flags: list[str], base: str) -> dict[str, Path]:
+    """`serving.adapters` of `config`, then `--adapter NAME=DIR` flags on top; each dir checked here."""
+    from legorl.config import ConfigError, load_config
+    from legorl.serving.adapter import read_peft_adapter
+
+    out: dict[str, Path] = {}
+    try:
+        if config is not None:
+            out.update({k: Path(v) for k, v in load_config(config).serving.adapters.items()})
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    for flag in flags:
+        name, sep, d = flag.partition("=")
+        if not sep or not name or not d:
+            raise typer.BadParameter(f"--adapter {flag!r}: use NAME=DIR")
+        out[name] = Path(d)
+    for name, d in out.items():
+        if name == base:
+            raise typer.BadParameter(f"--adapter {name}: that is the base model's name; pick another")
+        try:
+            read_peft_adapter(d)
+        except (ValueError, OSError) as exc:
+            raise typer.BadParameter(f"--adapter {name}: {exc}") from exc
+    return out
 
 
 def _limits(config: Path | None, **flags: Any) -> Any:

@@ -25,6 +25,7 @@ from legorl.proxy.capture import Capture
 from legorl.proxy.config import ProxyConfig
 from legorl.proxy.errors import Protocol, ProxyError, error_response
 from legorl.proxy.intake import Intake
+from legorl.proxy.models import ModelNames
 from legorl.proxy.parsers import get_parser
 from legorl.proxy.record import SessionRecord
 from legorl.proxy.render import ChatRenderer
@@ -68,10 +69,12 @@ class ProxyServer:
         self.config = config or ProxyConfig()
         self.manager = manager
         self.renderer = ChatRenderer(tokenizer, get_parser(self.config.tool_parser))
-        self.capture = Capture(manager, self.renderer, self.config)
+        self.models = ModelNames(self.config.model_name)  # `legorl serve` plugs in the engine's adapters
+        self.capture = Capture(manager, self.renderer, self.config, self.models)
         self.intake = Intake(self.config)
         self.sessions: dict[str, Session] = {}
         self.bare_responses = routes_responses.ResponseStore(self.config.max_stored_responses)  # one-request sessions
+        self.extra_routes: list[web.AbstractRouteDef] = []  # set before start (`legorl serve --engine-api`)
         self._runner: web.AppRunner | None = None
         self._reaper: asyncio.Task | None = None
         self.host, self.port = self.config.host, self.config.port
@@ -85,7 +88,7 @@ class ProxyServer:
 
     async def start(self) -> None:
         app = web.Application(client_max_size=self.config.max_body_bytes)
-        app.add_routes(self._routes())
+        app.add_routes(self._routes() + self.extra_routes)
         # bodies are decoded by `Intake` (bounded, errors as 400s), not inside aiohttp's parser
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, auto_decompress=False)
         await self._runner.setup()
@@ -243,11 +246,11 @@ class ProxyServer:
         sid = request.match_info.get("session_id")
         if sid is not None and (sid not in self.sessions or self.sessions[sid].closed):
             return error_response("openai", ProxyError(404, "unknown or closed session"))
-        name = self.config.model_name
-        entry = {"id": name, "object": "model", "created": 0, "owned_by": "legorl", "type": "model",
-                 "display_name": name, "created_at": "1970-01-01T00:00:00Z"}
-        return web.json_response({"object": "list", "data": [entry], "has_more": False, "first_id": name,
-                                  "last_id": name})
+        names = self.models.names()
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "legorl", "type": "model",
+                 "display_name": n, "created_at": "1970-01-01T00:00:00Z"} for n in names]
+        return web.json_response({"object": "list", "data": data, "has_more": False, "first_id": names[0],
+                                  "last_id": names[-1]})
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response(

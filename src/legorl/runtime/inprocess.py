@@ -43,6 +43,7 @@ def engine_spec(cfg: RunConfig, model_dir: Path, run_dir: RunDir | None = None) 
         max_num_seqs=max(rollout.concurrency, 1), seed=cfg.run.seed, placement=serving.placement,
         threads_per_replica=serving.threads_per_replica, return_routed_experts=r3, vllm=serving.vllm,
         work_dir=run_dir.vllm if run_dir is not None else None, device=serving.device, dtype=serving.dtype,
+        remote=serving.remote.model_copy(update={"adapter": serving.remote.adapter or cfg.run.name}),
     )
 
 

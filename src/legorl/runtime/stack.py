@@ -51,15 +51,17 @@ class PolicyServer:
 
     @classmethod
     async def start(cls, spec: EngineSpec, proxy_config: ProxyConfig, serving: ServingSection | None = None,
-                    partial_rollout: bool = False) -> PolicyServer:
-        return await cls.assemble(await start_engines(spec), spec.model_dir, proxy_config, serving, partial_rollout)
+                    partial_rollout: bool = False, engine_api: bool = False) -> PolicyServer:
+        return await cls.assemble(await start_engines(spec), spec.model_dir, proxy_config, serving, partial_rollout,
+                                  engine_api=engine_api)
 
     @classmethod
     async def assemble(cls, engines: list[Engine], model_dir: Path, proxy_config: ProxyConfig,
                        serving: ServingSection | None = None, partial_rollout: bool = False,
-                       pool: bool = False) -> PolicyServer:
+                       pool: bool = False, engine_api: bool = False) -> PolicyServer:
         """The stack over replicas already started (in this process, or handles on remote ones); closes
-        them if the stack cannot start. `pool`: the balanced pool even for one replica (health, revival)."""
+        them if the stack cannot start. `pool`: the balanced pool even for one replica (health, revival).
+        `engine_api`: also serve /engine/* (serving/remote/api.py), so training runs can share these replicas."""
         try:
             manager = build_manager(engines, serving, pool)
             partial = None
@@ -68,6 +70,13 @@ class PolicyServer:
                 manager = partial
             tokenizer = load_tokenizer(model_dir)
             proxy = ProxyServer(manager, tokenizer, proxy_config)
+            if callable(getattr(engines[0], "adapters", None)):  # a request's `model` may name an adapter
+                proxy.models.adapters = engines[0].adapters
+            if engine_api:
+                from legorl.serving.remote.api import EngineAPI
+
+                vocab = int(getattr(engines[0], "vocab_size", 0) or len(tokenizer))
+                proxy.extra_routes = EngineAPI(manager, engines, proxy_config.model_name, vocab).routes()
             await proxy.start()
         except BaseException:
             for e in engines:

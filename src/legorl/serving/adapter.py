@@ -8,7 +8,9 @@ the base it already holds, and the weight version of the push tags it like any o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,3 +42,36 @@ def split_adapter(state_dict: Mapping[str, Any]) -> dict[str, dict[str, torch.Te
         if missing:
             raise ValueError(f"update_weights: adapter for {module} lacks {sorted(missing)}")
     return mods
+
+
+def read_peft_adapter(directory: str | Path) -> dict[str, torch.Tensor]:
+    """A PEFT LoRA adapter directory (`adapter_config.json` + `adapter_model.safetensors`, as `legorl export`
+    writes it) in the wire format above; ValueError naming what is wrong (rsLoRA, DoRA, per-module ranks and
+    extra trained modules are not LoRA as the engine applies it)."""
+    import json
+
+    from safetensors.torch import load_file
+
+    d = Path(directory)
+    cfg_path, weights = d / "adapter_config.json", d / "adapter_model.safetensors"
+    if not cfg_path.is_file() or not weights.is_file():
+        raise ValueError(f"{d} is not a PEFT adapter directory (adapter_config.json and "
+                         "adapter_model.safetensors; `legorl export RUN OUT --model BASE` writes one)")
+    cfg = json.loads(cfg_path.read_text())
+    if cfg.get("peft_type", "LORA") != "LORA":
+        raise ValueError(f"{d}: peft_type {cfg.get('peft_type')!r}; only LORA adapters are served")
+    for key in ("use_rslora", "use_dora", "rank_pattern", "alpha_pattern", "modules_to_save"):
+        if cfg.get(key):
+            raise ValueError(f"{d}: adapter_config.json sets {key}, which the engine does not apply")
+    scaling = torch.tensor(float(cfg["lora_alpha"]) / int(cfg["r"]), dtype=torch.float32)
+    out: dict[str, torch.Tensor] = {}
+    for k, v in load_file(str(weights)).items():
+        m = re.fullmatch(r"(?:base_model\.model\.)?(.+)\.(lora_[AB])(?:\.[^.]+)?\.weight", k)
+        if m is None:
+            raise ValueError(f"{d}: unexpected tensor {k!r} in adapter_model.safetensors")
+        out[f"{m[1]}.{m[2]}"] = v.float()
+        out[f"{m[1]}.lora_scaling"] = scaling
+    if not out:
+        raise ValueError(f"{d}: adapter_model.safetensors holds no LoRA tensors")
+    split_adapter(out)  # every module has its A and B
+    return out

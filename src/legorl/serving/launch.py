@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from legorl.config.serving import VLLMSection
+from legorl.config.serving import RemoteSection, VLLMSection
 from legorl.serving.types import Engine
 
 EngineKind = Literal["embedded", "vllm"]
@@ -36,9 +36,10 @@ class EngineSpec:
     work_dir: Path | None = None  # vLLM: one replica<i>/ each for logs and caches
     device: str = "cpu"  # embedded: `auto` (CUDA when present), `cpu`, `cuda[:N]`
     dtype: Literal["float32", "bfloat16"] = "float32"  # embedded: the model's and the KV cache's dtype
+    remote: RemoteSection = field(default_factory=RemoteSection)  # remote: the shared server and the adapter name
 
     def __post_init__(self) -> None:
-        if self.kind not in ENGINE_KINDS:
+        if self.kind not in (*ENGINE_KINDS, "remote"):
             raise ValueError(f"unknown engine {self.kind!r}; use one of {', '.join(ENGINE_KINDS)}")
 
 
@@ -60,6 +61,11 @@ async def start_engines(spec: EngineSpec) -> list[Engine]:
     """Start `spec.n_replicas` replicas; on a failure the ones already started are closed."""
     if spec.kind == "vllm":
         return await _start_vllm(spec)
+    if spec.kind == "remote":
+        from legorl.serving.remote.engine import RemoteEngine
+
+        r = spec.remote
+        return [await RemoteEngine.attach(r.url, r.adapter, r.timeout_sec)]
     import torch
 
     device = spec.device if spec.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")

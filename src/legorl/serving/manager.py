@@ -25,14 +25,22 @@ class ServerManager(Protocol):
         ...
 
     async def prompt_logprobs(
-        self, token_ids: list[int], session_id: str | None = None, temperature: float = 1.0
-    ) -> list[float | None]: ...
+        self, token_ids: list[int], session_id: str | None = None, temperature: float = 1.0,
+        adapter: str | None = None,
+    ) -> list[float | None]:
+        """`adapter`: a named LoRA adapter the replicas hold (None: the policy)."""
+        ...
 
     async def abort(self, request_id: str) -> TokenOutput | None: ...
 
     def end_session(self, session_id: str) -> None:
         """The session is over: release its stickiness / admission state."""
         ...
+
+
+def adapter_kw(adapter: str | None) -> dict[str, str]:
+    """The `adapter` keyword for an engine call, only when one is named (engines without LoRA lack it)."""
+    return {"adapter": adapter} if adapter is not None else {}
 
 
 class SingleReplicaManager:
@@ -54,9 +62,10 @@ class SingleReplicaManager:
         return await self.engine.generate(request)
 
     async def prompt_logprobs(
-        self, token_ids: list[int], session_id: str | None = None, temperature: float = 1.0
+        self, token_ids: list[int], session_id: str | None = None, temperature: float = 1.0,
+        adapter: str | None = None,
     ) -> list[float | None]:
-        return await self.engine.prompt_logprobs(token_ids, temperature=temperature)
+        return await self.engine.prompt_logprobs(token_ids, temperature=temperature, **adapter_kw(adapter))
 
     async def abort(self, request_id: str) -> TokenOutput | None:
         return await self.engine.abort(request_id)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from legorl.serving.manager import ServerManager
+from legorl.serving.manager import ServerManager, adapter_kw
 from legorl.serving.types import GenerateRequest, TokenOutput
 
 
@@ -134,9 +134,10 @@ class PartialRolloutManager:
         return merge_segments(request, segments)
 
     async def prompt_logprobs(
-        self, token_ids: list[int], session_id: str | None = None, temperature: float = 1.0
+        self, token_ids: list[int], session_id: str | None = None, temperature: float = 1.0,
+        adapter: str | None = None,
     ) -> list[float | None]:
-        return await self.inner.prompt_logprobs(token_ids, session_id, temperature)
+        return await self.inner.prompt_logprobs(token_ids, session_id, temperature, **adapter_kw(adapter))
 
     async def abort(self, request_id: str) -> TokenOutput | None:
         cur = self._current.get(request_id)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from legorl.serving.balancer import LoadBalancer
+from legorl.serving.manager import adapter_kw
 from legorl.serving.pool import REPLICA_FAILURES, NoHealthyReplicaError, Replica, ReplicaPool
 from legorl.serving.scheduler import AdmissionAborted, SchedulerConfig, SessionScheduler
 from legorl.serving.types import CountingSink, Engine, EngineClosedError, GenerateRequest, TokenOutput
@@ -71,7 +72,8 @@ class PoolManager:
         gate_id = request.session_id or f"call:{request.request_id}"  # a session-less call is its own session
         if self.scheduler is not None:
             try:
-                lease = await self.scheduler.acquire(gate_id, request.prompt_ids, request_id=request.request_id)
+                lease = await self.scheduler.acquire(gate_id, request.prompt_ids, request_id=request.request_id,
+                                                     adapter=request.adapter)
             except AdmissionAborted:
                 self.counters["aborted_before_admission"] += 1
                 return TokenOutput(request.request_id, len(request.prompt_ids), [], [], "abort", self.weight_version)
@@ -87,14 +89,16 @@ class PoolManager:
                     self.scheduler.finish_session(gate_id)  # no next turn to keep KV for
 
     async def prompt_logprobs(
-        self, token_ids: list[int], session_id: str | None = None, temperature: float = 1.0
+        self, token_ids: list[int], session_id: str | None = None, temperature: float = 1.0,
+        adapter: str | None = None,
     ) -> list[float | None]:
         """On the session's replica (not gated: it runs beside a generate the gate admitted)."""
         while True:
             rep, _ = self.balancer.route(session_id)
             rep.in_flight += 1
             try:
-                return await self._on(rep, rep.engine.prompt_logprobs(token_ids, temperature=temperature))
+                return await self._on(rep, rep.engine.prompt_logprobs(token_ids, temperature=temperature,
+                                                                           **adapter_kw(adapter)))
             except REPLICA_FAILURES as exc:
                 self._failed(rep, exc)
             finally:

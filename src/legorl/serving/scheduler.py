@@ -87,8 +87,9 @@ class SessionScheduler:
     # -- public API -------------------------------------------------------------------------------
     async def acquire(
         self, session_id: str, prompt_ids: list[int], *, attempt_key: str | None = None,
-        request_id: str | None = None,
+        request_id: str | None = None, adapter: str | None = None,
     ) -> Lease:
+        """`adapter`: the named LoRA adapter the call runs with (its prefix cache is probed, not the base's)."""
         st = self._session(session_id)
         key = attempt_key or session_id
         attempt = st.attempts.get(key, 0) + 1
@@ -105,7 +106,7 @@ class SessionScheduler:
                         f"session {session_id}: call {me.aborted} while waiting for admission"
                     )
                 changed = self._changed
-                decision = self._decide(st, prompt_ids)
+                decision = self._decide(st, prompt_ids, adapter)
                 waited = time.monotonic() - t0
                 if decision is None and self.config.max_wait_sec is not None and waited >= self.config.max_wait_sec:
                     decision = ("max_wait", None, False)
@@ -188,7 +189,8 @@ class SessionScheduler:
         return out
 
     # -- decisions --------------------------------------------------------------------------------
-    def _decide(self, st: SessionState, ids: list[int]) -> tuple[str, str | None, bool] | None:
+    def _decide(self, st: SessionState, ids: list[int],
+                adapter: str | None = None) -> tuple[str, str | None, bool] | None:
         """(reason, replica id, reserve?) or None to wait; see the module docstring."""
         try:
             rid, engine = self.target(st.id)
@@ -219,7 +221,7 @@ class SessionScheduler:
             return ("open", rid, self._pressure_until.get(rid, 0.0) > now)
         self._pressure_until[rid] = now + self.config.idle_grace_sec
         try:
-            ratio = engine.prefix_cache_probe(ids).ratio
+            ratio = engine.prefix_cache_probe(ids, **({"adapter": adapter} if adapter is not None else {})).ratio
         except Exception:
             return ("prefix_probe_unavailable", rid, True)
         # a new reservation must fit beside the claims already made, or reserved sessions would

@@ -94,6 +94,9 @@ class GenerateRequest:
     session_id: str | None = None
     return_routed_experts: bool = False
     on_tokens: TokenSink | None = field(default=None, repr=False, compare=False)
+    # a named LoRA adapter the engine holds (`legorl serve --adapter NAME=DIR`); None: the engine's policy
+    # (the base, or the adapter a training run pushed with `update_weights`)
+    adapter: str | None = None
 
     def __getstate__(self) -> dict[str, object]:
         """A sink is a closure on the caller's loop: it does not cross a process (that replica then

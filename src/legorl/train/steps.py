@@ -221,6 +221,8 @@ async def start_or_resume(cfg: RunConfig, run_dir: RunDir, trainer: Trainer, sam
     ckpt = latest_checkpoint(run_dir.checkpoints) if resume else None
     if ckpt is None:
         seed_everything(cfg.run.seed)
+        if cfg.model.lora.enabled:  # step 1 samples with the adapter as initialised (a remote server: its only copy)
+            await push_weights(runtime, sync, trainer, 0)
         return Start(1, MetricsLogger(run_dir.logs, run_dir.name, sinks=_sinks(cfg, run_dir))), None
     state = load_checkpoint(ckpt, trainer)
     sampler.load_state_dict(state.data_state)

@@ -29,7 +29,7 @@ from legorl.serving.embedded.batch import Work
 from legorl.serving.embedded.blocks import BlockPool, chain_hashes
 from legorl.serving.embedded.channel import CommandChannel
 from legorl.serving.embedded.checks import check_ids, check_request, copy_weights
-from legorl.serving.embedded.lora import MergedAdapter
+from legorl.serving.embedded.lora import AdapterSet
 from legorl.serving.embedded.omp import release_idle_workers
 from legorl.serving.embedded.runner import ModelRunner, model_device, probe_kv_dims
 from legorl.serving.embedded.sampler import sample_rows
@@ -93,12 +93,12 @@ class EmbeddedEngine:
             max(kv_budget_tokens // block_size, 2), block_size, dims.layers, dims.kv_heads, dims.head_dim,
             dims.dtype, routing_shape, device=model_device(model),
         )
-        self.runner = ModelRunner(model, self.pool, self.recorder)
+        self._adapters = AdapterSet(model)  # LoRA: named adapters and the default one (lora.py)
+        self.runner = ModelRunner(model, self.pool, self.recorder, self._adapters)
         self.scheduler = Scheduler(self.pool, max_num_seqs, prefill_chunk, enable_prefix_caching)
         self._seed = seed
         self._order = itertools.count()
         self._version = 0
-        self._adapter: MergedAdapter | None = None  # LoRA: base copies of the weights an adapter targets
         self._waiting: deque[Sequence] = self.scheduler.waiting
         self._running: list[Sequence] = self.scheduler.running
         self._channel = CommandChannel()
@@ -159,7 +159,8 @@ class EmbeddedEngine:
             self._submit(("abort", request.request_id, None))
             raise
 
-    async def prompt_logprobs(self, token_ids: list[int], temperature: float = 1.0) -> list[float | None]:
+    async def prompt_logprobs(self, token_ids: list[int], temperature: float = 1.0,
+                              adapter: str | None = None) -> list[float | None]:
         if not token_ids:
             raise InvalidRequestError("prompt_logprobs needs at least one token")
         self._check_ids(token_ids)
@@ -168,13 +169,25 @@ class EmbeddedEngine:
                 f"sequence of {len(token_ids)} tokens exceeds the model's context of {self.max_model_len}",
                 len(token_ids), self.max_model_len,
             )
-        return await self._call("logprobs", list(token_ids), temperature)
+        self._check_adapter(adapter)
+        return await self._call("logprobs", list(token_ids), temperature, adapter)
 
     async def abort(self, request_id: str) -> TokenOutput | None:
         return await self._call("abort", request_id)
 
     async def update_weights(self, state_dict: Mapping[str, Any], version: int, mode: Mode = "wait") -> None:
         await self._call("update", state_dict, version, mode)
+
+    async def load_adapter(self, name: str, state_dict: Mapping[str, Any], version: int, mode: Mode = "wait") -> None:
+        """Add or replace the named LoRA adapter `name` as `version`: only its own requests wait for (or, with
+        "abort", lose) the swap; requests on the base or other adapters go on."""
+        if not name:
+            raise InvalidRequestError("an adapter needs a name")
+        await self._call("adapter", name, state_dict, version, mode)
+
+    def adapters(self) -> dict[str, int]:
+        """The named adapters this engine holds and their weight versions."""
+        return self._adapters.names()
 
     async def pause(self, mode: Mode = "wait") -> None:
         await self._call("pause", mode)
@@ -185,9 +198,13 @@ class EmbeddedEngine:
     def kv_cache_usage(self) -> float:
         return self.pool.usage()
 
-    def prefix_cache_probe(self, token_ids: list[int]) -> PrefixProbe:
+    def prefix_cache_probe(self, token_ids: list[int], adapter: str | None = None) -> PrefixProbe:
         usable = max(len(token_ids) - 1, 0) // self.block_size
-        hashes = chain_hashes(token_ids, self.block_size, self._root(), usable)
+        try:
+            root = self._root(adapter)
+        except KeyError:
+            return PrefixProbe(0, len(token_ids))
+        hashes = chain_hashes(token_ids, self.block_size, root, usable)
         return PrefixProbe(len(self.pool.match(hashes)) * self.block_size, len(token_ids))
 
     def stats(self) -> EngineStats:
@@ -223,6 +240,12 @@ class EmbeddedEngine:
         if self._closed:
             raise EngineClosedError("engine is closed")
         check_request(request, self.vocab_size, self.max_model_len, self.pool.num_blocks * self.block_size)
+        self._check_adapter(request.adapter)
+
+    def _check_adapter(self, name: str | None) -> None:
+        if name is not None and name not in self._adapters.adapters:
+            known = ", ".join(sorted(self._adapters.names())) or "none"
+            raise InvalidRequestError(f"unknown adapter {name!r}; this engine holds: {known}")
 
     def _submit(self, cmd: tuple[Any, ...]) -> None:
         self._channel.submit(cmd)
@@ -234,8 +257,25 @@ class EmbeddedEngine:
         self._release_caller_omp()
         return await self._channel.call(kind, *args)
 
-    def _root(self) -> bytes:
-        return self._version.to_bytes(8, "little", signed=True)
+    def _root(self, adapter: str | None = None) -> bytes:
+        """Prefix-cache root of rows on `adapter`: blocks computed under other weights never match."""
+        ad = self._adapters.resolve(adapter)
+        return self._version.to_bytes(8, "little", signed=True) + (ad.key if ad is not None else b"")
+
+    def _root_of(self, seq: Sequence) -> bytes:
+        return self._root(seq.request.adapter)
+
+    def _adapter_of(self, seq: Sequence):
+        return self._adapters.resolve(seq.request.adapter)
+
+    def _version_of(self, seq: Sequence) -> int:
+        name = seq.request.adapter
+        return self._version if name is None else self._adapters.adapters[name].version
+
+    @staticmethod
+    def _affects(cmd: tuple[Any, ...], seq: Sequence) -> bool:
+        """A named adapter's load waits only for that adapter's requests; updates and pauses for all."""
+        return cmd[0] != "adapter" or seq.request.adapter == cmd[1]
 
     # -- engine thread ----------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -267,18 +307,19 @@ class EmbeddedEngine:
             elif kind == "abort":
                 self._channel.resolve(args[1], self._abort(args[0]))
             elif kind == "logprobs":
-                ids, temp, target = args
+                ids, temp, adapter, target = args
                 try:
-                    self._channel.resolve(target, self.runner.full_logprobs(ids, temp))
+                    self._channel.resolve(target, self.runner.full_logprobs(ids, temp, self._adapters.resolve(adapter)))
                 except Exception as exc:
                     self._channel.resolve(target, exc)
             elif kind == "resume":
                 self._paused = False
                 self._channel.resolve(args[0], None)
-            elif kind in ("update", "pause"):
+            elif kind in ("update", "pause", "adapter"):
                 if args[-2] == "abort":
                     for seq in self._in_flight():
-                        self._finish(seq, "abort")
+                        if self._affects(cmd, seq):
+                            self._finish(seq, "abort")
                 self._barriers.append(cmd)
             elif kind == "close":
                 self._fail_all(EngineClosedError("engine closed"))
@@ -307,23 +348,34 @@ class EmbeddedEngine:
         return [*self._running, *(s for s in self._waiting if s.num_generated > 0)]
 
     def _step(self) -> bool:
-        if self._barriers and not self._in_flight():
-            kind, *args = self._barriers.popleft()
-            self.scheduler.requeue_unstarted()  # their KV would mix versions / they hold nothing yet
-            if kind == "update":
-                try:
-                    self._apply_weights(args[0], args[1])
-                    self._channel.resolve(args[-1], None)
-                except Exception as exc:
-                    self._channel.resolve(args[-1], exc)
-            else:
+        flying = self._in_flight()
+        for i, cmd in enumerate(self._barriers):  # the first whose requests have all finished
+            if any(self._affects(cmd, s) for s in flying):
+                continue
+            del self._barriers[i]
+            # their KV would mix versions / they hold nothing yet
+            self.scheduler.requeue_unstarted(lambda s, cmd=cmd: self._affects(cmd, s))
+            kind, *args = cmd
+            if kind == "pause":
                 self._paused = True
                 self._channel.resolve(args[-1], None)
+                return True
+            try:
+                if kind == "update":
+                    self._apply_weights(args[0], args[1])
+                else:
+                    self._adapters.load(args[0], args[1], args[2])
+                self._channel.resolve(args[-1], None)
+            except Exception as exc:
+                self._channel.resolve(args[-1], exc)
             return True
-        hold = bool(self._barriers or self._paused)
-        if hold:  # requests that have not sampled yet give their blocks back: in-flight ones may need them
-            self.scheduler.requeue_unstarted()
-        work = self.scheduler.schedule(self._root(), hold_new=hold)
+
+        def hold(s: Sequence) -> bool:
+            return self._paused or any(self._affects(c, s) for c in self._barriers)
+
+        if self._barriers or self._paused:  # requests that have not sampled yet give their blocks back
+            self.scheduler.requeue_unstarted(hold)
+        work = self.scheduler.schedule(self._root_of, hold)
         if not work:
             stuck = self.scheduler.fits_nothing()
             if stuck is not None:  # cannot happen after _validate, but never hang
@@ -345,7 +397,7 @@ class EmbeddedEngine:
 
     def _run(self, work: list[Work]) -> None:
         try:
-            inputs, logits, routing = self.runner.step(work)
+            inputs, logits, routing = self.runner.step(work, self._adapter_of)
         except Exception as exc:  # find the request at fault one by one; the others go on
             if len(work) > 1:
                 for w in work:
@@ -355,7 +407,7 @@ class EmbeddedEngine:
             log.exception("step of request %s failed", work[0].seq.id)
             self._finish_error(work[0].seq, EngineError(f"forward failed: {exc!r}"))
             return
-        pool, root = self.pool, self._root()
+        pool = self.pool
         t0 = 0
         sampling: list[Sequence] = []
         for w in inputs.work:
@@ -365,7 +417,7 @@ class EmbeddedEngine:
                     pool.routing[pool.slots(w.seq.blocks, w.start, w.start + w.n)] = rows
                 w.seq.add_routing(w.start, rows)
             t0 += w.n
-            self.scheduler.computed(w, root)
+            self.scheduler.computed(w)
             if w.samples:
                 sampling.append(w.seq)
         if sampling:
@@ -385,7 +437,7 @@ class EmbeddedEngine:
         now = time.perf_counter()
         for s, t, lp in zip(seqs, toks, lps, strict=True):
             if s.num_generated == 0:
-                s.weight_version = self._version
+                s.weight_version = self._version_of(s)
             s.tokens.append(t)
             s.logprobs.append(lp)
             if s.request.on_tokens is not None:  # before the finish below: FIFO on the caller's loop
@@ -424,12 +476,10 @@ class EmbeddedEngine:
         """Validate every tensor first, then copy in place: a bad update changes nothing. An adapter update
         (LoRA tensors only) is merged into the base weights it targets (serving/embedded/lora.py)."""
         if is_adapter_update(state_dict):
-            if self._adapter is None:
-                self._adapter = MergedAdapter(self.model)
-            self._adapter.apply(state_dict)
+            self._adapters.load(None, state_dict, version)
         else:
+            self._adapters.unmerge()  # the copy below may write only some weights (one bucket)
             copy_weights(self.model, state_dict)
-            if self._adapter is not None:
-                self._adapter.forget()
+            self._adapters.forget()
         self.pool.clear_cache()
         self._version = int(version)

@@ -6,6 +6,7 @@ written in place and attention reads each request's blocks, so no per-batch cach
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -14,6 +15,7 @@ from transformers import DynamicCache
 from legorl.models.moe import RoutingRecorder
 from legorl.serving.embedded.batch import StepInputs, Work, build
 from legorl.serving.embedded.blocks import BlockPool
+from legorl.serving.embedded.lora import Adapter, AdapterSet
 from legorl.serving.embedded.paged import active, install, uninstall
 
 
@@ -41,8 +43,9 @@ def probe_kv_dims(model) -> KVDims:
 class ModelRunner:
     """Runs packed steps of the engine's model over the pool (see batch.py and paged.py)."""
 
-    def __init__(self, model, pool: BlockPool, recorder: RoutingRecorder):
+    def __init__(self, model, pool: BlockPool, recorder: RoutingRecorder, adapters: AdapterSet | None = None):
         self.model = model
+        self.adapters = adapters  # LoRA: each row's adapter, applied per step (lora.py)
         self.device = model_device(model)  # inputs go here; block tables and sampling stay on the CPU
         self.pool = pool
         self.recorder = recorder
@@ -54,22 +57,33 @@ class ModelRunner:
         uninstall(self.model)
 
     @torch.no_grad()
-    def step(self, work: list[Work]) -> tuple[StepInputs, torch.Tensor, torch.Tensor | None]:
+    def step(self, work: list[Work], adapter_of=None) -> tuple[StepInputs, torch.Tensor, torch.Tensor | None]:
         """One forward over `work`. Returns the packed inputs (work in packed order), the logits [S, V] of
-        the sampling items (in that order) and the routing [T, L, k] of every packed token (MoE)."""
-        inputs = build(self.pool, work, self.device)
+        the sampling items (in that order) and the routing [T, L, k] of every packed token (MoE).
+        `adapter_of(seq)`: the LoRA adapter a request runs with (None: the base)."""
+        lora: contextlib.AbstractContextManager = contextlib.nullcontext()
+        if self.adapters is not None and self.adapters.adapters and adapter_of is not None:
+            # rows of one adapter next to each other (build keeps this order within decode rows and chunks)
+            work = sorted(work, key=lambda w: w.seq.request.adapter or "")
+            inputs = build(self.pool, work, self.device)
+            lora = self.adapters.rows([adapter_of(w.seq) for w in inputs.work], [w.n for w in inputs.work])
+        else:
+            inputs = build(self.pool, work, self.device)
         self.recorder.take()
-        with active(inputs.batch):
+        with active(inputs.batch), lora:
             out = self.model(input_ids=inputs.input_ids, position_ids=inputs.position_ids,
                              attention_mask=self._no_mask, use_cache=False, logits_to_keep=inputs.keep)
         routing = self.recorder.take()
         return inputs, _host(out.logits[0]), (_host(routing) if routing is not None else None)
 
     @torch.no_grad()
-    def full_logprobs(self, tokens: list[int], temperature: float) -> list[float | None]:
-        """Teacher-forced log p(tokens[i] | tokens[:i]) without touching the pool."""
+    def full_logprobs(self, tokens: list[int], temperature: float,
+                      adapter: Adapter | None = None) -> list[float | None]:
+        """Teacher-forced log p(tokens[i] | tokens[:i]) without touching the pool, under `adapter`."""
         ids = torch.tensor([tokens], device=self.device)
-        logits = self.model(input_ids=ids, use_cache=False).logits[0, :-1].float()
+        lora = self.adapters.rows([adapter]) if self.adapters is not None else contextlib.nullcontext()
+        with lora:
+            logits = self.model(input_ids=ids, use_cache=False).logits[0, :-1].float()
         self.recorder.take()
         if temperature > 0:
             logits = logits / temperature

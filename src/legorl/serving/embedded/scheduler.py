@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 
 from legorl.serving.embedded.batch import Work
 from legorl.serving.embedded.blocks import BlockPool, chain_hashes
@@ -32,13 +33,14 @@ class Scheduler:
         self.running: list[Sequence] = []
         self.counters = dict.fromkeys(["prefill_computed", "prefill_cached", "preemptions", "prefill_deferred"], 0)
 
-    def schedule(self, root: bytes, hold_new: bool) -> list[Work]:
-        """The next step's work. `hold_new`: a barrier or pause is pending, so requests that have not
-        sampled a token yet wait (preempted requests, which have, still run)."""
+    def schedule(self, root_of: Callable[[Sequence], bytes], hold: Callable[[Sequence], bool]) -> list[Work]:
+        """The next step's work. `root_of`: the prefix-cache root of a request (its weights: version and
+        adapter). `hold`: a barrier or pause pending for this request, so it waits if it has not sampled a
+        token yet (preempted requests, which have, still run)."""
         budget = self.token_budget
 
         def held(s: Sequence) -> bool:
-            return hold_new and s.num_generated == 0
+            return s.num_generated == 0 and hold(s)
 
         work = []
         for s in list(self.running):
@@ -57,9 +59,9 @@ class Scheduler:
         for head in list(self.waiting):  # in order; a held request lets preempted ones behind it pass
             if budget <= 0 or len(self.running) >= self.max_num_seqs:
                 break
-            if held(head) or self._waits_for(head, root, coming):
+            if held(head) or self._waits_for(head, root_of(head), coming):
                 continue
-            if not self._admit(head, root):
+            if not self._admit(head, root_of(head)):
                 break
             coming.update(self._uncomputed(head))
             work.append(Work(head, head.num_computed, min(len(head.tokens) - head.num_computed, budget)))
@@ -94,7 +96,7 @@ class Scheduler:
         self.waiting.remove(seq)
         seq.blocks = matched + [pool.allocate() for _ in range(need)]  # type: ignore[misc]
         start = len(matched) * bs
-        seq.hashes, seq.num_computed = hashes[: len(matched)], start
+        seq.hashes, seq.num_computed, seq.root = hashes[: len(matched)], start, root
         seq.prompt_hashes = hashes
         if seq.cached_prompt_tokens is None:
             seq.cached_prompt_tokens = start
@@ -134,22 +136,22 @@ class Scheduler:
         self.waiting.appendleft(seq)
         self.counters["preemptions"] += 1
 
-    def requeue_unstarted(self) -> None:
-        """Running requests that have not sampled yet go back to the queue (before a weight update: their
-        KV would be the old weights'; before a pause: they hold no tokens worth keeping)."""
-        for seq in reversed([s for s in self.running if s.num_generated == 0]):
+    def requeue_unstarted(self, which: Callable[[Sequence], bool] = lambda s: True) -> None:
+        """Running requests (of `which`) that have not sampled yet go back to the queue (before a weight
+        update: their KV would be the old weights'; before a pause: they hold no tokens worth keeping)."""
+        for seq in reversed([s for s in self.running if s.num_generated == 0 and which(s)]):
             self.running.remove(seq)
             self.pool.release(seq.blocks)
             seq.blocks, seq.hashes, seq.num_computed = [], [], 0
             seq.cached_prompt_tokens, seq.t_start = None, None
             self.waiting.appendleft(seq)
 
-    def computed(self, w: Work, root: bytes) -> None:
+    def computed(self, w: Work) -> None:
         """After a step: positions are resident; newly full blocks are hashed (and cached)."""
         s, bs = w.seq, self.block_size
         s.num_computed = w.start + w.n
         for i in range(len(s.hashes), s.num_computed // bs):
-            parent = s.hashes[-1] if s.hashes else root
+            parent = s.hashes[-1] if s.hashes else s.root
             h = chain_hashes(s.tokens[i * bs : (i + 1) * bs], bs, parent)[0]
             s.hashes.append(h)
             if self.enable_prefix_caching:

@@ -24,6 +24,7 @@ class Sequence:
     blocks: list[int] = field(default_factory=list)
     hashes: list[bytes] = field(default_factory=list)  # hashes of this sequence's full blocks
     prompt_hashes: list[bytes] = field(default_factory=list)  # every full block's hash at admission
+    root: bytes = b""  # prefix-cache root at admission: the weights (version, adapter) its KV was computed with
     num_computed: int = 0  # positions whose KV is in the pool
     cached_prompt_tokens: int | None = None
     routing: list[torch.Tensor] = field(default_factory=list)  # rows per computed position, in order

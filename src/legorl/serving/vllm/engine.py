@@ -163,6 +163,9 @@ class VLLMEngine:
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         self._validate(request.prompt_ids)
         request.sampling.validate()
+        if request.adapter is not None:  # never sample with the base while the caller asked for an adapter
+            raise InvalidRequestError(f"adapter {request.adapter!r}: the vLLM engine does not serve named LoRA "
+                                      "adapters yet (use the embedded engine)")
         await self.start()
         if not await self._pass_gate(request):
             return self._aborted_unsent(request)
