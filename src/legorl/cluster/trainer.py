@@ -85,7 +85,7 @@ class TrainerRankActor:
 
             cfg = RunConfig.model_validate_json(self.cfg_json)
             device = "cuda" if cfg.trainer.device != "cpu" and torch.cuda.is_available() else "cpu"
-            self.sender = Sender(cfg.cluster.weight_sync_timeout_s, backend_for(device))
+            self.sender = Sender(cfg.cluster.weight_sync_timeout_s, backend_for(device), cfg.cluster.weight_delta)
         return self.sender
 
     def open_peer(self, peer: str) -> tuple[str, int]:
@@ -155,7 +155,8 @@ class TrainerRankActor:
 class _Wire:
     """Rank 0's send side of one collective export: `put(bucket)` hands the bucket's layout to the driver (the
     replicas post their receive when it reaches them) and queues its bytes for the sender thread, which sends
-    one bucket while the gather produces the next (at most one more waits)."""
+    one bucket while the gather produces the next (at most one more waits). With deltas (`sender.delta`) the
+    replicas holding the last version get only what changed (cluster/delta.py), the others the whole bucket."""
 
     def __init__(self, sender: Any, peers: tuple[str, ...], out: queue.Queue):
         from legorl.cluster.collective import CollectiveBucket, pack
@@ -164,26 +165,44 @@ class _Wire:
         self._pack, self._meta = pack, CollectiveBucket
         self._q: queue.Queue = queue.Queue(maxsize=1)
         self._seq = 0
+        if sender.delta is not None:
+            sender.delta.begin()
         self._thread = threading.Thread(target=self._run, name="weight-wire", daemon=True)
         self._thread.start()
 
     def put(self, bucket: dict[str, Any]) -> None:
         flat, dtypes, shapes = self._pack(bucket)
-        if self.sender.backend == "nccl":  # untested here (no GPU): NCCL sends device buffers
-            flat = flat.cuda()
         live = tuple(p for p in self.peers if p in self.sender.peers)
-        self.out.put(self._meta(None, int(flat.numel()), tuple(bucket), self._seq, dtypes, shapes, live))
-        self._q.put((flat, self._seq, live))
+        names, seq, full_n = tuple(bucket), self._seq, int(flat.numel())
+        meta = self._meta(None, full_n, names, seq, dtypes, shapes, live, full_nbytes=full_n)
+        sends = [(flat, live)]
+        base = self.sender.delta
+        if base is not None:
+            based = tuple(p for p in live if p in base.holders)
+            delta = base.encode(seq, names, flat, bool(based))
+            if delta is not None:
+                whole = tuple(p for p in live if p not in based)
+                meta = self._meta(None, int(delta.payload.numel()), names, seq, dtypes, shapes, live,
+                                  full_nbytes=full_n, delta=delta.kind, delta_peers=based,
+                                  delta_nbytes=int(delta.payload.numel()), changed=delta.changed,
+                                  checksum=delta.checksum)
+                sends = [(flat, whole), (delta.payload, based)]
+        if self.sender.backend == "nccl":  # untested here (no GPU): NCCL sends device buffers
+            sends = [(t.cuda(), ps) for t, ps in sends]
+        self.out.put(meta)
+        self._q.put((seq, sends))
         self._seq += 1
 
     def _run(self) -> None:
         while (item := self._q.get()) is not None:
-            flat, seq, live = item
-            self.sender.send(flat, seq, live)  # a failing peer is dropped, never raised
+            seq, sends = item
+            self.sender.send_each(seq, sends)  # a failing peer is dropped, never raised
 
     def close(self) -> None:
         self._q.put(None)
         self._thread.join()
+        if self.sender.delta is not None:  # the replicas that got every bucket hold this version now
+            self.sender.delta.finish(p for p in self.peers if p in self.sender.peers)
 
 
 def _no_emit(_bucket: Any) -> None:
