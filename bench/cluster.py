@@ -7,9 +7,12 @@ and (`--weights`) the weight sync alone: object store vs collective transport, 1
 
 `--weights` starts the same 3-node cluster once and, per setting, the run's own pieces (`RayRuntime`, a
 `RayTrainer` with one rank, the model of `--config`) and times `push_weights` (the path `legorl train` takes
-after each update: pause, every bucket to every replica, resume) `--syncs` times; the first is a warm-up. It
-prints seconds, bytes and MB/s per replica per setting (the median of the timed syncs), then one line per
-collective setting, fastest first: `collective weight sync: X s (N MB, R replicas)`.
+after each update: pause, every bucket to every replica, resume) `--syncs` times; the first is a warm-up. The
+delta settings (`cluster.weight_delta=true`) run one real update (the demo-shaped GRPO batch of bench/train.py,
+the config's lr) before each timed sync, so each sends what one step changed; the full settings send the same
+bytes whatever changed, so they skip it. It prints seconds, bytes sent per replica and MB/s per replica per
+setting (the median of the timed syncs), then one line per collective setting, fastest first:
+`collective weight sync: X s (N MB, R replicas)`.
 
 Each variant runs `train()` for `--steps` steps in a fresh process. The Ray variants start a 3-node
 cluster on this machine (`ray.cluster_utils.Cluster`: a head node for the driver, gateway and trainer
@@ -82,6 +85,11 @@ from legorl.train.loop import start_runtime, start_trainer
 from legorl.train.steps import push_weights
 from legorl.serving.weight_sync import WeightSync
 from legorl.models.store import resolve_model
+from legorl.train.steps import learn
+from types import SimpleNamespace
+from transformers import AutoConfig
+sys.path.insert(0, sys.argv[4])
+from train import grouped_batch
 
 config, syncs, settings = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {"head": 1},
@@ -104,12 +112,20 @@ async def one(overrides):
             if hasattr(runtime, "attach_trainer"):
                 runtime.attach_trainer(trainer)
             sync = WeightSync(runtime.engines)
-            times = []
-            for _ in range(syncs):
+            update = cfg.cluster.weight_delta
+            if update:  # the demo's batch shape (bench/train.py)
+                shape = SimpleNamespace(groups=8, group_size=4, prompt=134, response=22, system=0)
+                batch = grouped_batch(shape, AutoConfig.from_pretrained(resolve_model(cfg.model.path)).vocab_size)
+            times, sent = [], []
+            for i in range(syncs):
+                if update and i > 0:
+                    learn(trainer, batch)
                 times.append(await push_weights(runtime, sync, trainer))
+                sent.append(sync.last_bytes)
             health = await runtime.health()
             assert all(health["replicas"].values()) and set(health["versions"].values()) == {sync.version}, health
-            return {"seconds": statistics.median(times[1:] or times), "all_s": times, "bytes": sync.last_bytes}
+            return {"seconds": statistics.median(times[1:] or times), "all_s": times,
+                    "bytes": statistics.median(sent[1:] or sent), "full_bytes": sync.last_full_bytes}
         finally:
             if trainer is not None:
                 trainer.close()
@@ -130,8 +146,10 @@ SYNC_RAY = ["cluster.runtime=ray", "cluster.max_restarts=0", "trainer.n_ranks=1"
 SYNC_SETTINGS = {f"{t}, {n} replica{'s' if n > 1 else ''}": [*SYNC_RAY, f"serving.n_replicas={n}",
                                                              f"cluster.weight_transport={t}"]
                  for t in ("object_store", "collective") for n in (1, 2)}
-SYNC_SETTINGS.update({f"collective, {n} replica{'s' if n > 1 else ''}, 64 MB buckets": [
-    *SYNC_SETTINGS[f"collective, {n} replica{'s' if n > 1 else ''}"], "trainer.weight_bucket_mb=64"] for n in (1, 2)})
+SYNC_SETTINGS.update({f"collective, {n} replica{'s' if n > 1 else ''}, delta": [
+    *SYNC_SETTINGS[f"collective, {n} replica{'s' if n > 1 else ''}"], "cluster.weight_delta=true"] for n in (1, 2)})
+SYNC_SETTINGS["collective, 1 replica, delta, bf16"] = [*SYNC_SETTINGS["collective, 1 replica, delta"],
+                                                       "trainer.dtype=bfloat16", "serving.dtype=bfloat16"]
 
 
 def run_weights(config: str, syncs: int, extra: list[str]) -> None:
@@ -139,21 +157,23 @@ def run_weights(config: str, syncs: int, extra: list[str]) -> None:
     import subprocess
 
     settings = {k: [*extra, *v] for k, v in SYNC_SETTINGS.items()}
-    proc = subprocess.run([sys.executable, "-c", _SYNC_CHILD, config, str(syncs), json.dumps(settings)],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", _SYNC_CHILD, config, str(syncs), json.dumps(settings),
+                           str(Path(__file__).parent)], capture_output=True, text=True)
     rows = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or len(rows) != len(settings):
         sys.exit(f"weight-sync bench failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
     print(f"{config}: weight sync, median of {max(syncs - 1, 1)} timed sync(s) after a warm-up")
-    print(f"{'setting':40s} {'seconds':>9s} {'MB':>8s} {'MB/s per replica':>17s}  all syncs (s)")
+    print("(MB: sent to each replica; delta settings: one real update before each sync)")
+    print(f"{'setting':40s} {'seconds':>9s} {'MB':>8s} {'of full':>8s} {'MB/s per replica':>17s}  all syncs (s)")
     for r in rows:
         mb = r["bytes"] / 1e6
-        print(f"{r['name']:40s} {r['seconds']:9.2f} {mb:8.0f} {mb / r['seconds']:17.0f}  "
-              + ", ".join(f"{t:.2f}" for t in r["all_s"]))
+        print(f"{r['name']:40s} {r['seconds']:9.2f} {mb:8.0f} {r['bytes'] / r['full_bytes']:8.2f} "
+              f"{mb / r['seconds']:17.0f}  " + ", ".join(f"{t:.2f}" for t in r["all_s"]))
     obj = {r["name"].split(", ")[1]: r["seconds"] for r in rows if r["name"].startswith("object_store")}
     for r in sorted((r for r in rows if r["name"].startswith("collective")), key=lambda r: r["seconds"]):
         _, n, *rest = r["name"].split(", ")
-        note = f" [{', '.join(rest)}]" if rest else " [256 MB buckets]"
+        note = f" [{', '.join(rest)}: {r['bytes'] / r['full_bytes']:.0%} of {r['full_bytes'] / 1e6:.0f} MB]" \
+            if rest else " [full]"
         print(f"collective weight sync: {r['seconds']:.2f} s ({r['bytes'] / 1e6:.0f} MB, {n}){note}; "
               f"object store {obj[n]:.2f} s ({obj[n] / r['seconds']:.1f}x)")
 

@@ -140,10 +140,21 @@ async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(ray_clu
 
 
 async def test_async_steps_on_the_cluster(ray_cluster, tiny_run_config):
+    """Also the object-store transport's revival: a replica SIGKILLed after step 1 is restarted by Ray and the
+    gateway pushes it the last synced buckets (kept as object refs) before it serves again."""
     cfg = _config(tiny_run_config, "async", async_training={"enabled": True, "staleness_threshold": 1,
                                                             "partial_rollout": True})
-    history = await train(cfg, on_line=lambda _: None, progress=False)
+    killed: list[int] = []
+
+    def on_line(line: str) -> None:
+        if line.startswith("step:1 "):
+            killed.append(_alive("ReplicaActor")[0]["Pid"])
+            os.kill(killed[0], signal.SIGKILL)
+
+    history = await train(cfg, on_line=on_line, progress=False)
     assert [h["step"] for h in history] == [1, 2]
     assert history[-1]["weight_version"] == 2.0
     assert all(h["fully_async/staleness/max"] <= 1 for h in history)
+    s2 = history[-1]
+    assert killed and s2["cluster/replicas_revived"] >= 1 and s2["pool/healthy"] == 2, s2
     _assert_all_gone()
