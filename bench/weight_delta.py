@@ -1,7 +1,7 @@
 """How much of the weights a real update changes, and what `cluster.weight_delta` would send for it: one
 trainer per dtype (fp32, bf16) on the demo's update (a demo-shaped GRPO batch, SmolLM2, lr 3e-5), side by side.
 
-    .venv/bin/python bench/weight_delta.py [--model smollm2-135m-instruct] [--lr 3e-5] [--steps 2]
+    .venv/bin/python bench/weight_delta.py [--model smollm2-135m-instruct] [--lr 3e-5] [--steps 1]
                                            [--dtypes float32,bfloat16]
 
 Per dtype and step: the share of elements that changed bitwise, of 16-bit words (what the delta compares), the
@@ -9,7 +9,7 @@ bytes the delta encoding sends against the whole weights (per bucket the smalles
 cluster/delta.py, the trainer's own 256 MB buckets), and the seconds to encode (trainer rank 0) and apply
 (replica) it. For fp32 also the share of a bf16 serving copy's elements that changed (bf16(after) vs
 bf16(before)). The first Adam step moves every weight with a gradient by about lr (m/sqrt(v) is the gradient's
-sign), so later steps are shown too.
+sign); `--steps 2` shows a later one too.
 """
 
 from __future__ import annotations
@@ -89,10 +89,14 @@ def run(args, dtype: str) -> list[dict[str, float]]:
     batch = grouped_batch(args, trainer.actor.model.config.vocab_size)
     rows = []
     before = snapshot(trainer)
-    for _ in range(args.steps):
+    for step in range(args.steps):
+        t0 = time.perf_counter()
         metrics = learn(trainer, batch)
+        update_s = time.perf_counter() - t0
         after = snapshot(trainer)
-        rows.append({**compare(before, after), "grad norm": metrics.get("actor/grad_norm", float("nan"))})
+        rows.append({**compare(before, after), "grad norm": metrics.get("actor/grad_norm", float("nan")),
+                     "update s": update_s})
+        print(f"  {dtype} step {step + 1}: " + ", ".join(f"{k} {v:.4g}" for k, v in rows[-1].items()), flush=True)
         before = after
     del trainer, before, after
     gc.collect()
@@ -103,7 +107,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--lr", type=float, default=3e-5)
-    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--steps", type=int, default=1)
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--groups", type=int, default=8)
     p.add_argument("--group-size", type=int, default=4)

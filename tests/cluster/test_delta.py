@@ -42,7 +42,7 @@ def test_encode_apply_is_bitwise_and_picks_the_smallest(share: float, dtype: tor
         assert d is None  # the full bucket is not larger: it goes whole
         return
     assert d is not None and d.changed == words and d.payload.numel() == min(sizes.values())
-    assert d.kind == min(sizes, key=lambda k: (sizes[k], k != "index"))
+    assert d.kind == ("same" if not words else min(sizes, key=lambda k: (sizes[k], k != "index")))
     assert d.payload.numel() == D.payload_nbytes(d.kind, b.numel(), words)
     base = a.clone()
     D.apply(base, d.kind, d.payload, d.changed)
@@ -147,10 +147,15 @@ async def test_delta_syncs_keep_replicas_bitwise_and_a_reformed_pair_gets_whole_
                 assert any(m.delta for m in metas) and all(set(m.delta_peers) <= {"a", "b"} for m in metas)
         assert max(shares[1:]) < 0.9, shares  # bf16 at a small lr: most words are bitwise unchanged
 
+        # a sync with nothing changed sends nothing (no message per bucket); the replicas still check the sums
+        metas = await _sync(model, sender, ("a", "b"), reps, 5)
+        assert all(m.delta == "same" and m.nbytes == 0 for m in metas) and not sender.failed
+        assert all(_same(model, e) for e in engines) and not reps["a"][2] and not reps["b"][2]
+
         # "b" is revived (a fresh pair): its next buckets go whole, "a" keeps getting deltas; both end bitwise
         reps["b"] = (_pairs(sender, ["b"])["b"], engines[1], [])
         _step(model, opt, 9)
-        metas = await _sync(model, sender, ("a", "b"), reps, 5)
+        metas = await _sync(model, sender, ("a", "b"), reps, 6)
         assert all("b" not in m.delta_peers for m in metas) and any("a" in m.delta_peers for m in metas)
         assert all(_same(model, e) for e in engines) and sender.delta.holders == {"a", "b"}
 
@@ -159,7 +164,7 @@ async def test_delta_syncs_keep_replicas_bitwise_and_a_reformed_pair_gets_whole_
         with torch.no_grad():
             engines[1].model.state_dict()["model.norm.weight"].add_(1.0)
         _step(model, opt, 10)
-        await _sync(model, sender, ("a", "b"), reps, 6)
+        await _sync(model, sender, ("a", "b"), reps, 7)
         assert reps["b"][2] and isinstance(reps["b"][2][0], ReplicaDiedError) and "delta" in str(reps["b"][2][0])
         assert _same(model, engines[0]) and not reps["a"][2]
     finally:

@@ -204,6 +204,8 @@ class Sender:
         """Each (buffer, peers) of `sends` to those peers, all posted at once, then waited for."""
         works = []
         for flat, peers in sends:
+            if not flat.numel():  # an unchanged bucket's delta: no message (the receiver posts none)
+                continue
             for p in peers:
                 pair = self.peers.get(p)
                 if pair is None:
@@ -252,7 +254,8 @@ class Receiver:
         size = meta.delta_nbytes if is_delta else (meta.full_nbytes or meta.nbytes)
         flat = torch.empty(size, dtype=torch.uint8, device=device)
         try:
-            self.pair.recv(flat, meta.seq)
+            if size:
+                self.pair.recv(flat, meta.seq)
         except TransferError:
             self.pair = None  # the pair is broken: a revival forms a new one
             raise

@@ -9,7 +9,8 @@ integers makes "unchanged" mean bitwise (NaN and -0.0 included).
 Encodings of one bucket of `n` words with `k` changed (the sender picks the smallest):
 - `full`: the bucket itself, 2n bytes;
 - `mask`: a bitmask of the changed words (n/8 bytes, padded to 16) then their new values (2k bytes);
-- `index`: the changed words' int32 positions (4k bytes) then their values (2k bytes).
+- `index`: the changed words' int32 positions (4k bytes) then their values (2k bytes);
+- `same`: nothing changed, nothing is sent.
 
 Each delta bucket carries the int64 sum of the new bucket's int32 words: the receiver rebuilds the bucket from
 the weights it serves and checks that sum, so a replica that does not hold the sender's base fails loudly (it is
@@ -60,6 +61,8 @@ def encode(old: torch.Tensor, new: torch.Tensor) -> Delta | None:
     best = min(b for b in (mask_bytes, index_bytes) if b is not None)
     if best >= new.numel():
         return None
+    if k == 0:  # nothing changed: nothing to send (no message at all)
+        return Delta("same", torch.empty(0, dtype=torch.uint8), 0, checksum(new))
     values = w[changed].view(torch.uint8)
     if index_bytes is not None and index_bytes <= mask_bytes:
         idx = changed.nonzero().squeeze(1).to(torch.int32).view(torch.uint8)
@@ -72,6 +75,8 @@ def encode(old: torch.Tensor, new: torch.Tensor) -> Delta | None:
 def apply(base: torch.Tensor, kind: str, payload: torch.Tensor, changed: int) -> None:
     """Turn packed bucket `base` into the sender's new bucket in place."""
     w = base.view(torch.int16)
+    if kind == "same":
+        return
     if kind == "index":
         idx = payload[:4 * changed].view(torch.int32).long()
         w[idx] = payload[4 * changed:].view(torch.int16)
@@ -86,6 +91,8 @@ def apply(base: torch.Tensor, kind: str, payload: torch.Tensor, changed: int) ->
 
 def payload_nbytes(kind: str, nbytes: int, changed: int) -> int:
     """The payload size of a `kind` delta of an `nbytes` bucket with `changed` words (what the receiver posts)."""
+    if kind == "same":
+        return 0
     if kind == "index":
         return 6 * changed
     return _pad16(nbytes // 16) + 2 * changed
