@@ -12,7 +12,7 @@ Encodings of one bucket of `n` words with `k` changed (the sender picks the smal
 - `index`: the changed words' int32 positions (4k bytes) then their values (2k bytes);
 - `same`: nothing changed, nothing is sent.
 
-Each delta bucket carries the int64 sum of the new bucket's int32 words: the receiver rebuilds the bucket from
+Each delta bucket carries the sum of the new bucket's 64-bit words (mod 2**64): the receiver rebuilds the bucket from
 the weights it serves and checks that sum, so a replica that does not hold the sender's base fails loudly (it is
 marked dead and revived with a full sync) instead of serving wrong weights.
 """
@@ -22,9 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
-
-_BITS = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8)
 
 
 def _pad16(n: int) -> int:
@@ -32,14 +31,16 @@ def _pad16(n: int) -> int:
 
 
 def checksum(flat: torch.Tensor) -> int:
-    """The sum of the bucket's int32 words (exact in int64 for buckets under 32 GiB)."""
-    return int(flat.view(torch.int32).sum(dtype=torch.int64))
+    """The sum of the bucket's 64-bit words modulo 2**64."""
+    if flat.device.type == "cpu":
+        return int(flat.numpy().view(np.uint64).sum(dtype=np.uint64))
+    return int(flat.view(torch.int64).sum()) & (2**64 - 1)  # GPU (untested): torch's int64 sum wraps alike
 
 
 @dataclass(frozen=True)
 class Delta:
-    """One bucket's delta: `kind` (`mask` or `index`), the `payload` bytes to send, `changed` words, and the
-    `checksum` of the bucket it rebuilds."""
+    """One bucket's delta: `kind` (`mask`, `index` or `same`), the `payload` bytes to send, `changed` words, and
+    the `checksum` of the bucket it rebuilds."""
 
     kind: str
     payload: torch.Tensor
@@ -49,13 +50,15 @@ class Delta:
 
 def encode(old: torch.Tensor, new: torch.Tensor) -> Delta | None:
     """The smallest delta turning packed bucket `old` into `new` (same size), or None when the full bucket is
-    not larger (send it whole)."""
+    not larger (send it whole). numpy on CPU: its bit packing and compaction are several times torch's here."""
     if old.numel() != new.numel() or new.numel() % 16:
         return None
-    o, w = old.view(torch.int16), new.view(torch.int16)
+    if new.device.type != "cpu":  # (untested: NCCL senders pack on the CPU)
+        return encode(old.cpu(), new.cpu())
+    o, w = old.numpy().view(np.int16), new.numpy().view(np.int16)
     changed = o != w
-    k = int(changed.sum())
-    n = w.numel()
+    k = int(np.count_nonzero(changed))
+    n = w.size
     mask_bytes = _pad16(n // 8) + 2 * k
     index_bytes = 6 * k if n < 2**31 else None
     best = min(b for b in (mask_bytes, index_bytes) if b is not None)
@@ -63,30 +66,35 @@ def encode(old: torch.Tensor, new: torch.Tensor) -> Delta | None:
         return None
     if k == 0:  # nothing changed: nothing to send (no message at all)
         return Delta("same", torch.empty(0, dtype=torch.uint8), 0, checksum(new))
-    values = w[changed].view(torch.uint8)
     if index_bytes is not None and index_bytes <= mask_bytes:
-        idx = changed.nonzero().squeeze(1).to(torch.int32).view(torch.uint8)
-        return Delta("index", torch.cat([idx, values]), k, checksum(new))
-    bits = (changed.view(-1, 8).to(torch.uint8) * _BITS).sum(1, dtype=torch.uint8)
-    pad = torch.zeros(_pad16(bits.numel()) - bits.numel(), dtype=torch.uint8)
-    return Delta("mask", torch.cat([bits, pad, values]), k, checksum(new))
+        idx = np.flatnonzero(changed).astype(np.int32)
+        payload = np.concatenate([idx.view(np.uint8), w[idx].view(np.uint8)])
+        return Delta("index", torch.from_numpy(payload), k, checksum(new))
+    bits = np.packbits(changed, bitorder="little")
+    pad = np.zeros(_pad16(bits.size) - bits.size, dtype=np.uint8)
+    payload = np.concatenate([bits, pad, np.compress(changed, w).view(np.uint8)])
+    return Delta("mask", torch.from_numpy(payload), k, checksum(new))
 
 
 def apply(base: torch.Tensor, kind: str, payload: torch.Tensor, changed: int) -> None:
     """Turn packed bucket `base` into the sender's new bucket in place."""
-    w = base.view(torch.int16)
     if kind == "same":
         return
-    if kind == "index":
-        idx = payload[:4 * changed].view(torch.int32).long()
-        w[idx] = payload[4 * changed:].view(torch.int16)
-    elif kind == "mask":
-        nbits = w.numel() // 8
-        bits = payload[:nbits]
-        mask = ((bits.unsqueeze(1) & _BITS) != 0).view(-1)
-        w[mask] = payload[_pad16(nbits):].view(torch.int16)
-    else:
+    if kind not in ("index", "mask"):
         raise ValueError(f"unknown delta encoding {kind!r}")
+    if base.device.type != "cpu":  # (untested: a replica on a GPU)
+        host = base.cpu()
+        apply(host, kind, payload.cpu(), changed)
+        base.copy_(host)
+        return
+    w, raw = base.numpy().view(np.int16), payload.numpy()
+    if kind == "index":
+        idx = raw[:4 * changed].view(np.int32)
+        w[idx] = raw[4 * changed:].view(np.int16)
+    else:
+        nbits = w.size // 8
+        idx = np.flatnonzero(np.unpackbits(raw[:nbits], bitorder="little"))
+        w[idx] = raw[_pad16(nbits):].view(np.int16)
 
 
 def payload_nbytes(kind: str, nbytes: int, changed: int) -> int:
