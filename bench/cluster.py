@@ -3,13 +3,13 @@ and (`--weights`) the weight sync alone: object store vs collective transport, 1
 
     .venv/bin/python bench/cluster.py [--config examples/demo.toml] [--steps 2] [--variants in-process,ray-1,ray-2]
                                       [--set key=value ...]
-    .venv/bin/python bench/cluster.py --weights [--syncs 3]
+    .venv/bin/python bench/cluster.py --weights [--syncs 3] [--update-groups 8]
 
 `--weights` starts the same 3-node cluster once and, per setting, the run's own pieces (`RayRuntime`, a
 `RayTrainer` with one rank, the model of `--config`) and times `push_weights` (the path `legorl train` takes
 after each update: pause, every bucket to every replica, resume) `--syncs` times; the first is a warm-up. The
-delta settings (`cluster.weight_delta=true`) run one real update (the demo-shaped GRPO batch of bench/train.py,
-the config's lr) before each timed sync, so each sends what one step changed; the full settings send the same
+delta settings (`cluster.weight_delta=true`) run one real update (`--update-groups` demo-shaped GRPO groups of
+bench/train.py, the config's lr) before each timed sync, so each sends what one step changed; the full settings send the same
 bytes whatever changed, so they skip it. It prints seconds, bytes sent per replica and MB/s per replica per
 setting (the median of the timed syncs), then one line per collective setting, fastest first:
 `collective weight sync: X s (N MB, R replicas)`.
@@ -90,6 +90,7 @@ from types import SimpleNamespace
 from transformers import AutoConfig
 sys.path.insert(0, sys.argv[4])
 from train import grouped_batch
+update_groups = int(sys.argv[5])
 
 config, syncs, settings = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {"head": 1},
@@ -114,7 +115,7 @@ async def one(overrides):
             sync = WeightSync(runtime.engines)
             update = cfg.cluster.weight_delta
             if update:  # the demo's batch shape (bench/train.py)
-                shape = SimpleNamespace(groups=8, group_size=4, prompt=134, response=22, system=0)
+                shape = SimpleNamespace(groups=update_groups, group_size=4, prompt=134, response=22, system=0)
                 batch = grouped_batch(shape, AutoConfig.from_pretrained(resolve_model(cfg.model.path)).vocab_size)
             times, sent = [], []
             for i in range(syncs):
@@ -152,18 +153,19 @@ SYNC_SETTINGS["collective, 1 replica, delta, bf16"] = [*SYNC_SETTINGS["collectiv
                                                        "trainer.dtype=bfloat16", "serving.dtype=bfloat16"]
 
 
-def run_weights(config: str, syncs: int, extra: list[str]) -> None:
+def run_weights(config: str, syncs: int, extra: list[str], update_groups: int = 8) -> None:
     import json
     import subprocess
 
     settings = {k: [*extra, *v] for k, v in SYNC_SETTINGS.items()}
     proc = subprocess.run([sys.executable, "-c", _SYNC_CHILD, config, str(syncs), json.dumps(settings),
-                           str(Path(__file__).parent)], capture_output=True, text=True)
+                           str(Path(__file__).parent), str(update_groups)], capture_output=True, text=True)
     rows = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or len(rows) != len(settings):
         sys.exit(f"weight-sync bench failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
     print(f"{config}: weight sync, median of {max(syncs - 1, 1)} timed sync(s) after a warm-up")
-    print("(MB: sent to each replica; delta settings: one real update before each sync)")
+    print(f"(MB: sent to each replica; delta settings: one real update on {update_groups} demo-shaped group(s) of 4 "
+          "rows before each timed sync)")
     print(f"{'setting':40s} {'seconds':>9s} {'MB':>8s} {'of full':>8s} {'MB/s per replica':>17s}  all syncs (s)")
     for r in rows:
         mb = r["bytes"] / 1e6
@@ -190,9 +192,10 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="key=value for every variant (repeatable)")
     ap.add_argument("--weights", action="store_true", help="time the weight sync alone, per transport")
     ap.add_argument("--syncs", type=int, default=3)
+    ap.add_argument("--update-groups", type=int, default=8, help="--weights: GRPO groups in each delta update")
     args = ap.parse_args()
     if args.weights:
-        run_weights(args.config, args.syncs, args.set)
+        run_weights(args.config, args.syncs, args.set, args.update_groups)
         return
     from legorl.config import load_config
 
