@@ -149,8 +149,8 @@ SYNC_SETTINGS = {f"{t}, {n} replica{'s' if n > 1 else ''}": [*SYNC_RAY, f"servin
                  for t in ("object_store", "collective") for n in (1, 2)}
 SYNC_SETTINGS.update({f"collective, {n} replica{'s' if n > 1 else ''}, delta": [
     *SYNC_SETTINGS[f"collective, {n} replica{'s' if n > 1 else ''}"], "cluster.weight_delta=true"] for n in (1, 2)})
-SYNC_SETTINGS["collective, 1 replica, delta, bf16"] = [*SYNC_SETTINGS["collective, 1 replica, delta"],
-                                                       "trainer.dtype=bfloat16", "serving.dtype=bfloat16"]
+SYNC_SETTINGS["collective, 1 replica, delta, bf16 replica"] = [*SYNC_SETTINGS["collective, 1 replica, delta"],
+                                                               "serving.dtype=bfloat16"]
 
 
 def run_weights(config: str, syncs: int, extra: list[str], update_groups: int = 8) -> None:
@@ -162,7 +162,8 @@ def run_weights(config: str, syncs: int, extra: list[str], update_groups: int = 
                            str(Path(__file__).parent), str(update_groups)], capture_output=True, text=True)
     rows = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or len(rows) != len(settings):
-        sys.exit(f"weight-sync bench failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
+        sys.exit(f"weight-sync bench failed (rc {proc.returncode}) after {[json.dumps(r) for r in rows]}:\n"
+                 f"{proc.stderr[-4000:]}")
     print(f"{config}: weight sync, median of {max(syncs - 1, 1)} timed sync(s) after a warm-up")
     print(f"(MB: sent to each replica; delta settings: one real update on {update_groups} demo-shaped group(s) of 4 "
           "rows before each timed sync)")

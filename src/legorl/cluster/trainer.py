@@ -51,6 +51,7 @@ class TrainerRankActor:
         self.cfg_json, self.model_dir = cfg_json, str(model_dir)
         self.trainer: Any = None
         self.sender: Any = None  # cluster.collective.Sender on rank 0, with cluster.weight_transport="collective"
+        self.wire_dtype: Any = None  # the dtype floating-point weights are sent in (None: the trainer's)
 
     def node(self) -> tuple[str, int, int]:
         """(node IP, CPUs of the machine, pid): the driver counts ranks per host for LOCAL_RANK and threads."""
@@ -86,6 +87,9 @@ class TrainerRankActor:
             cfg = RunConfig.model_validate_json(self.cfg_json)
             device = "cuda" if cfg.trainer.device != "cpu" and torch.cuda.is_available() else "cpu"
             self.sender = Sender(cfg.cluster.weight_sync_timeout_s, backend_for(device), cfg.cluster.weight_delta)
+            # deltas go in the replicas' dtype: they rebuild each bucket from their own weights (a bf16 serving
+            # copy of the fp32 master weights; the cast is the one the engine's copy would do)
+            self.wire_dtype = getattr(torch, cfg.serving.dtype) if cfg.cluster.weight_delta else None
         return self.sender
 
     def open_peer(self, peer: str) -> tuple[str, int]:
@@ -114,7 +118,7 @@ class TrainerRankActor:
         out: queue.Queue = queue.Queue()
         done = object()
         device = torch.cuda.current_device() if torch.cuda.is_available() else None
-        wire = _Wire(self._sender(), peers, out) if peers is not None else None
+        wire = _Wire(self._sender(), peers, out, self.wire_dtype) if peers is not None else None
 
         def emit(bucket: dict[str, torch.Tensor]) -> None:
             if wire is not None:
@@ -158,10 +162,10 @@ class _Wire:
     one bucket while the gather produces the next (at most one more waits). With deltas (`sender.delta`) the
     replicas holding the last version get only what changed (cluster/delta.py), the others the whole bucket."""
 
-    def __init__(self, sender: Any, peers: tuple[str, ...], out: queue.Queue):
+    def __init__(self, sender: Any, peers: tuple[str, ...], out: queue.Queue, dtype: Any = None):
         from legorl.cluster.collective import CollectiveBucket, pack
 
-        self.sender, self.peers, self.out = sender, tuple(peers), out
+        self.sender, self.peers, self.out, self.dtype = sender, tuple(peers), out, dtype
         self._pack, self._meta = pack, CollectiveBucket
         self._q: queue.Queue = queue.Queue(maxsize=1)
         self._seq = 0
@@ -171,6 +175,8 @@ class _Wire:
         self._thread.start()
 
     def put(self, bucket: dict[str, Any]) -> None:
+        if self.dtype is not None:
+            bucket = {k: v.to(self.dtype) if v.is_floating_point() else v for k, v in bucket.items()}
         flat, dtypes, shapes = self._pack(bucket)
         live = tuple(p for p in self.peers if p in self.sender.peers)
         names, seq, full_n = tuple(bucket), self._seq, int(flat.numel())

@@ -86,9 +86,6 @@ class RunConfig(Section):
         if self.cluster.weight_delta:
             if self.cluster.weight_transport != "collective":
                 problems.append("cluster.weight_delta=true needs cluster.weight_transport='collective'")
-            if self.serving.dtype != self.trainer.dtype:
-                problems.append(f"cluster.weight_delta=true rebuilds buckets from the replicas' own weights: "
-                                f"serving.dtype ({self.serving.dtype}) must equal trainer.dtype ({self.trainer.dtype})")
             if self.model.lora.enabled:
                 problems.append("cluster.weight_delta=true sends full weights' deltas; a LoRA run (model.lora.rank "
                                 "> 0) sends only the adapter already")
