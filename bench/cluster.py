@@ -134,7 +134,10 @@ async def one(overrides):
 
 try:
     for name, overrides in settings.items():
-        print("RESULT " + json.dumps({"name": name, **asyncio.run(one(overrides))}), flush=True)
+        try:  # one setting failing (e.g. Ray's memory monitor killing an actor on a crowded machine) is reported
+            print("RESULT " + json.dumps({"name": name, **asyncio.run(one(overrides))}), flush=True)
+        except Exception as exc:
+            print("RESULT " + json.dumps({"name": name, "error": repr(exc)[:300]}), flush=True)
 finally:
     ray.shutdown()
     cluster.shutdown()
@@ -153,17 +156,20 @@ SYNC_SETTINGS["collective, 1 replica, delta, bf16 replica"] = [*SYNC_SETTINGS["c
                                                                "serving.dtype=bfloat16"]
 
 
-def run_weights(config: str, syncs: int, extra: list[str], update_groups: int = 8) -> None:
+def run_weights(config: str, syncs: int, extra: list[str], update_groups: int = 8, only: str = "") -> None:
     import json
     import subprocess
 
-    settings = {k: [*extra, *v] for k, v in SYNC_SETTINGS.items()}
+    settings = {k: [*extra, *v] for k, v in SYNC_SETTINGS.items() if not only or k in only.split(";")}
     proc = subprocess.run([sys.executable, "-c", _SYNC_CHILD, config, str(syncs), json.dumps(settings),
                            str(Path(__file__).parent), str(update_groups)], capture_output=True, text=True)
     rows = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or len(rows) != len(settings):
         sys.exit(f"weight-sync bench failed (rc {proc.returncode}) after {[json.dumps(r) for r in rows]}:\n"
                  f"{proc.stderr[-4000:]}")
+    for r in [r for r in rows if "error" in r]:
+        print(f"{r['name']}: FAILED {r['error']}")
+    rows = [r for r in rows if "error" not in r]
     print(f"{config}: weight sync, median of {max(syncs - 1, 1)} timed sync(s) after a warm-up")
     print(f"(MB: sent to each replica; delta settings: one real update on {update_groups} demo-shaped group(s) of 4 "
           "rows before each timed sync)")
@@ -178,7 +184,7 @@ def run_weights(config: str, syncs: int, extra: list[str], update_groups: int = 
         note = f" [{', '.join(rest)}: {r['bytes'] / r['full_bytes']:.0%} of {r['full_bytes'] / 1e6:.0f} MB]" \
             if rest else " [full]"
         print(f"collective weight sync: {r['seconds']:.2f} s ({r['bytes'] / 1e6:.0f} MB, {n}){note}; "
-              f"object store {obj[n]:.2f} s ({obj[n] / r['seconds']:.1f}x)")
+              + (f"object store {obj[n]:.2f} s ({obj[n] / r['seconds']:.1f}x)" if n in obj else "object store: -"))
 
 
 def run_variant(config: str, overrides: list[str], steps: int, out_dir: str) -> dict:
@@ -194,9 +200,10 @@ def main() -> None:
     ap.add_argument("--weights", action="store_true", help="time the weight sync alone, per transport")
     ap.add_argument("--syncs", type=int, default=3)
     ap.add_argument("--update-groups", type=int, default=8, help="--weights: GRPO groups in each delta update")
+    ap.add_argument("--settings", default="", help="--weights: these settings only (names, ';'-separated)")
     args = ap.parse_args()
     if args.weights:
-        run_weights(args.config, args.syncs, args.set, args.update_groups)
+        run_weights(args.config, args.syncs, args.set, args.update_groups, args.settings)
         return
     from legorl.config import load_config
 
