@@ -104,6 +104,8 @@ async def one(overrides):
     cfg = load_config(config, overrides)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"output_dir": tmp})})
+        if cfg.cluster.weight_delta:  # the bench batch's behaviour logprobs are placeholders: no rollout check
+            cfg = cfg.model_copy(update={"trainer": cfg.trainer.model_copy(update={"max_logprob_abs_diff": None})})
         run_dir = RunDir.of(cfg.run.output_dir, cfg.run.name)
         run_dir.root.mkdir(parents=True, exist_ok=True)
         runtime = await start_runtime(cfg, run_dir)
