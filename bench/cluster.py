@@ -3,13 +3,16 @@ and (`--weights`) the weight sync alone: object store vs collective transport, 1
 
     .venv/bin/python bench/cluster.py [--config examples/demo.toml] [--steps 2] [--variants in-process,ray-1,ray-2]
                                       [--set key=value ...]
-    .venv/bin/python bench/cluster.py --weights [--syncs 3]
+    .venv/bin/python bench/cluster.py --weights [--syncs 3] [--update-groups 8]
 
 `--weights` starts the same 3-node cluster once and, per setting, the run's own pieces (`RayRuntime`, a
 `RayTrainer` with one rank, the model of `--config`) and times `push_weights` (the path `legorl train` takes
-after each update: pause, every bucket to every replica, resume) `--syncs` times; the first is a warm-up. It
-prints seconds, bytes and MB/s per replica per setting (the median of the timed syncs), then one line per
-collective setting, fastest first: `collective weight sync: X s (N MB, R replicas)`.
+after each update: pause, every bucket to every replica, resume) `--syncs` times; the first is a warm-up. The
+delta settings (`cluster.weight_delta=true`) run one real update (`--update-groups` demo-shaped GRPO groups of
+bench/train.py, the config's lr) before each timed sync, so each sends what one step changed; the full settings send the same
+bytes whatever changed, so they skip it. It prints seconds, bytes sent per replica and MB/s per replica per
+setting (the median of the timed syncs), then one line per collective setting, fastest first:
+`collective weight sync: X s (N MB, R replicas)`.
 
 Each variant runs `train()` for `--steps` steps in a fresh process. The Ray variants start a 3-node
 cluster on this machine (`ray.cluster_utils.Cluster`: a head node for the driver, gateway and trainer
@@ -82,6 +85,12 @@ from legorl.train.loop import start_runtime, start_trainer
 from legorl.train.steps import push_weights
 from legorl.serving.weight_sync import WeightSync
 from legorl.models.store import resolve_model
+from legorl.train.steps import learn
+from types import SimpleNamespace
+from transformers import AutoConfig
+sys.path.insert(0, sys.argv[4])
+from train import grouped_batch
+update_groups = int(sys.argv[5])
 
 config, syncs, settings = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {"head": 1},
@@ -95,6 +104,8 @@ async def one(overrides):
     cfg = load_config(config, overrides)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"output_dir": tmp})})
+        if cfg.cluster.weight_delta:  # the bench batch's behaviour logprobs are placeholders: no rollout check
+            cfg = cfg.model_copy(update={"trainer": cfg.trainer.model_copy(update={"max_logprob_abs_diff": None})})
         run_dir = RunDir.of(cfg.run.output_dir, cfg.run.name)
         run_dir.root.mkdir(parents=True, exist_ok=True)
         runtime = await start_runtime(cfg, run_dir)
@@ -104,12 +115,20 @@ async def one(overrides):
             if hasattr(runtime, "attach_trainer"):
                 runtime.attach_trainer(trainer)
             sync = WeightSync(runtime.engines)
-            times = []
-            for _ in range(syncs):
+            update = cfg.cluster.weight_delta
+            if update:  # the demo's batch shape (bench/train.py)
+                shape = SimpleNamespace(groups=update_groups, group_size=4, prompt=134, response=22, system=0)
+                batch = grouped_batch(shape, AutoConfig.from_pretrained(resolve_model(cfg.model.path)).vocab_size)
+            times, sent = [], []
+            for i in range(syncs):
+                if update and i > 0:
+                    learn(trainer, batch)
                 times.append(await push_weights(runtime, sync, trainer))
+                sent.append(sync.last_bytes)
             health = await runtime.health()
             assert all(health["replicas"].values()) and set(health["versions"].values()) == {sync.version}, health
-            return {"seconds": statistics.median(times[1:] or times), "all_s": times, "bytes": sync.last_bytes}
+            return {"seconds": statistics.median(times[1:] or times), "all_s": times,
+                    "bytes": statistics.median(sent[1:] or sent), "full_bytes": sync.last_full_bytes}
         finally:
             if trainer is not None:
                 trainer.close()
@@ -117,7 +136,10 @@ async def one(overrides):
 
 try:
     for name, overrides in settings.items():
-        print("RESULT " + json.dumps({"name": name, **asyncio.run(one(overrides))}), flush=True)
+        try:  # one setting failing (e.g. Ray's memory monitor killing an actor on a crowded machine) is reported
+            print("RESULT " + json.dumps({"name": name, **asyncio.run(one(overrides))}), flush=True)
+        except Exception as exc:
+            print("RESULT " + json.dumps({"name": name, "error": repr(exc)[:300]}), flush=True)
 finally:
     ray.shutdown()
     cluster.shutdown()
@@ -130,32 +152,41 @@ SYNC_RAY = ["cluster.runtime=ray", "cluster.max_restarts=0", "trainer.n_ranks=1"
 SYNC_SETTINGS = {f"{t}, {n} replica{'s' if n > 1 else ''}": [*SYNC_RAY, f"serving.n_replicas={n}",
                                                              f"cluster.weight_transport={t}"]
                  for t in ("object_store", "collective") for n in (1, 2)}
-SYNC_SETTINGS.update({f"collective, {n} replica{'s' if n > 1 else ''}, 64 MB buckets": [
-    *SYNC_SETTINGS[f"collective, {n} replica{'s' if n > 1 else ''}"], "trainer.weight_bucket_mb=64"] for n in (1, 2)})
+SYNC_SETTINGS.update({f"collective, {n} replica{'s' if n > 1 else ''}, delta": [
+    *SYNC_SETTINGS[f"collective, {n} replica{'s' if n > 1 else ''}"], "cluster.weight_delta=true"] for n in (1, 2)})
+SYNC_SETTINGS["collective, 1 replica, delta, bf16 replica"] = [*SYNC_SETTINGS["collective, 1 replica, delta"],
+                                                               "serving.dtype=bfloat16"]
 
 
-def run_weights(config: str, syncs: int, extra: list[str]) -> None:
+def run_weights(config: str, syncs: int, extra: list[str], update_groups: int = 8, only: str = "") -> None:
     import json
     import subprocess
 
-    settings = {k: [*extra, *v] for k, v in SYNC_SETTINGS.items()}
-    proc = subprocess.run([sys.executable, "-c", _SYNC_CHILD, config, str(syncs), json.dumps(settings)],
-                          capture_output=True, text=True)
+    settings = {k: [*extra, *v] for k, v in SYNC_SETTINGS.items() if not only or k in only.split(";")}
+    proc = subprocess.run([sys.executable, "-c", _SYNC_CHILD, config, str(syncs), json.dumps(settings),
+                           str(Path(__file__).parent), str(update_groups)], capture_output=True, text=True)
     rows = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or len(rows) != len(settings):
-        sys.exit(f"weight-sync bench failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
+        sys.exit(f"weight-sync bench failed (rc {proc.returncode}) after {[json.dumps(r) for r in rows]}:\n"
+                 f"{proc.stderr[-4000:]}")
+    for r in [r for r in rows if "error" in r]:
+        print(f"{r['name']}: FAILED {r['error']}")
+    rows = [r for r in rows if "error" not in r]
     print(f"{config}: weight sync, median of {max(syncs - 1, 1)} timed sync(s) after a warm-up")
-    print(f"{'setting':40s} {'seconds':>9s} {'MB':>8s} {'MB/s per replica':>17s}  all syncs (s)")
+    print(f"(MB: sent to each replica; delta settings: one real update on {update_groups} demo-shaped group(s) of 4 "
+          "rows before each timed sync)")
+    print(f"{'setting':40s} {'seconds':>9s} {'MB':>8s} {'of full':>8s} {'MB/s per replica':>17s}  all syncs (s)")
     for r in rows:
         mb = r["bytes"] / 1e6
-        print(f"{r['name']:40s} {r['seconds']:9.2f} {mb:8.0f} {mb / r['seconds']:17.0f}  "
-              + ", ".join(f"{t:.2f}" for t in r["all_s"]))
+        print(f"{r['name']:40s} {r['seconds']:9.2f} {mb:8.0f} {r['bytes'] / r['full_bytes']:8.2f} "
+              f"{mb / r['seconds']:17.0f}  " + ", ".join(f"{t:.2f}" for t in r["all_s"]))
     obj = {r["name"].split(", ")[1]: r["seconds"] for r in rows if r["name"].startswith("object_store")}
     for r in sorted((r for r in rows if r["name"].startswith("collective")), key=lambda r: r["seconds"]):
         _, n, *rest = r["name"].split(", ")
-        note = f" [{', '.join(rest)}]" if rest else " [256 MB buckets]"
+        note = f" [{', '.join(rest)}: {r['bytes'] / r['full_bytes']:.0%} of {r['full_bytes'] / 1e6:.0f} MB]" \
+            if rest else " [full]"
         print(f"collective weight sync: {r['seconds']:.2f} s ({r['bytes'] / 1e6:.0f} MB, {n}){note}; "
-              f"object store {obj[n]:.2f} s ({obj[n] / r['seconds']:.1f}x)")
+              + (f"object store {obj[n]:.2f} s ({obj[n] / r['seconds']:.1f}x)" if n in obj else "object store: -"))
 
 
 def run_variant(config: str, overrides: list[str], steps: int, out_dir: str) -> dict:
@@ -170,9 +201,11 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="key=value for every variant (repeatable)")
     ap.add_argument("--weights", action="store_true", help="time the weight sync alone, per transport")
     ap.add_argument("--syncs", type=int, default=3)
+    ap.add_argument("--update-groups", type=int, default=8, help="--weights: GRPO groups in each delta update")
+    ap.add_argument("--settings", default="", help="--weights: these settings only (names, ';'-separated)")
     args = ap.parse_args()
     if args.weights:
-        run_weights(args.config, args.syncs, args.set)
+        run_weights(args.config, args.syncs, args.set, args.update_groups, args.settings)
         return
     from legorl.config import load_config
 

@@ -25,6 +25,17 @@ def test_the_collective_weight_transport_is_for_embedded_replicas():
         RunConfig.model_validate({"cluster": {"runtime": "ray", "weight_sync_timeout_s": 0}})
 
 
+def test_weight_deltas_need_the_collective_transport_and_no_adapter():
+    ray = {"runtime": "ray", "weight_transport": "collective", "weight_delta": True}
+    RunConfig.model_validate({"cluster": ray, "trainer": {"dtype": "bfloat16"}, "serving": {"dtype": "bfloat16"}})
+    RunConfig.model_validate({"cluster": ray, "serving": {"dtype": "bfloat16"}})  # a bf16 copy of fp32 weights
+    for extra, match in [({"cluster": {**ray, "weight_transport": "object_store"}}, "needs cluster.weight_transport"),
+                         ({"cluster": ray, "model": {"lora": {"rank": 8}}}, "LoRA"),
+                         ({"cluster": {"weight_delta": True}}, "only applies with cluster.runtime='ray'")]:
+        with pytest.raises(ValueError, match=match):
+            RunConfig.model_validate(extra)
+
+
 def test_a_local_config_survives_its_own_json():
     """Trainer ranks and actors rebuild the config from its JSON, where every field is set."""
     cfg = RunConfig()

@@ -7,8 +7,9 @@ sessions over, then revives it with the current weights), a sandbox host's proce
 its trials run (they end as infra failures, filtered and counted).
 
 The sync run uses the collective weight transport (`cluster.weight_transport = "collective"`, gloo pair groups
-between trainer rank 0 and each replica) and also SIGKILLs a replica in the middle of step 1's broadcast: the
-driver's forwarding of the second bucket is wrapped (monkeypatched) only to pick that moment, the kill is real.
+between trainer rank 0 and each replica) with deltas (`cluster.weight_delta = true`) and also SIGKILLs a replica
+in the middle of step 1's broadcast: the driver's forwarding of the second bucket is wrapped (monkeypatched) only
+to pick that moment, the kill is real. Its third step samples with weights that reached a replica as a delta.
 The async run keeps the object-store transport (the default).
 """
 
@@ -68,8 +69,10 @@ def _assert_all_gone() -> None:
 
 async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(ray_cluster, tiny_run_config, monkeypatch):
     # 1 MB buckets: the tiny model's weights travel in several, so a replica can die between two of them
-    cfg = _config(tiny_run_config, "sync", cluster={"weight_transport": "collective", "weight_sync_timeout_s": 30},
-                  trainer={"weight_bucket_mb": 1})
+    # lr 3e-5 (the demo's): most fp32 high words stay bitwise put, so the deltas are smaller than the weights
+    cfg = _config(tiny_run_config, "sync", cluster={"weight_transport": "collective", "weight_sync_timeout_s": 30,
+                                                    "weight_delta": True},
+                  trainer={"weight_bucket_mb": 1, "total_steps": 3, "lr": 3e-5})
     placed: dict[str, set[str]] = {}
     from legorl.cluster.runtime import GatewayTarget
 
@@ -105,15 +108,16 @@ async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(ray_clu
         history = await train(cfg, on_line=on_line, progress=False)
     finally:
         killer.cancel()
-    assert [h["step"] for h in history] == [1, 2]
+    assert [h["step"] for h in history] == [1, 2, 3]
     assert len(placed["replicas"]) == 2 and len(placed["hosts"]) == 2  # one of each per rollout node
     s1 = history[0]
+    assert s1["weight_sync/delta_share"] == 1.0  # nothing sent before: whole
     # the replica killed mid-broadcast was marked dead, the sync finished on the other, and it came back with a
     # full sync before step 1 ended
     assert sent["buckets"] > 2 and placed["killed_in_sync"]
     assert s1["cluster/weight_sync_failures"] >= 1 and s1["cluster/replicas_revived"] >= 1
     assert s1["pool/healthy"] == 2 and s1["weight_sync/revive_s"] > 0
-    s2 = history[-1]
+    s2 = history[1]
     assert s2["cluster/replicas_revived"] >= 1 and s2["pool/healthy"] == 2  # back before step 2 ended
     assert s2["manager/failovers"] >= 1  # step 2's sessions on the dead replica moved
     assert s2["weight_version"] == 2.0 and s2["actor/grad_norm"] > 0
@@ -128,14 +132,29 @@ async def test_sync_steps_survive_a_dead_replica_and_a_dead_sandbox_host(ray_clu
     assert versions == {1}
     # the replicas served step 2 with exactly the trainer's version-1 weights (revived ones included)
     assert s2["rollout_corr/abs_diff_mean"] <= 1e-5
+    # step 2's sync went as deltas to the replica that held version 1 (the other, killed between the steps, got
+    # a full sync when revived); step 3 sampled with those weights and still matches the trainer's recompute
+    assert 0 < s2["weight_sync/delta_share"] < 1 and history[2]["weight_sync/delta_share"] < 1
+    assert history[2]["rollout_corr/abs_diff_mean"] <= 1e-5 and history[2]["weight_version"] == 3.0
     _assert_all_gone()
 
 
 async def test_async_steps_on_the_cluster(ray_cluster, tiny_run_config):
+    """Also the object-store transport's revival: a replica SIGKILLed after step 1 is restarted by Ray and the
+    gateway pushes it the last synced buckets (kept as object refs) before it serves again."""
     cfg = _config(tiny_run_config, "async", async_training={"enabled": True, "staleness_threshold": 1,
                                                             "partial_rollout": True})
-    history = await train(cfg, on_line=lambda _: None, progress=False)
+    killed: list[int] = []
+
+    def on_line(line: str) -> None:
+        if line.startswith("step:1 "):
+            killed.append(_alive("ReplicaActor")[0]["Pid"])
+            os.kill(killed[0], signal.SIGKILL)
+
+    history = await train(cfg, on_line=on_line, progress=False)
     assert [h["step"] for h in history] == [1, 2]
     assert history[-1]["weight_version"] == 2.0
     assert all(h["fully_async/staleness/max"] <= 1 for h in history)
+    s2 = history[-1]
+    assert killed and s2["cluster/replicas_revived"] >= 1 and s2["pool/healthy"] == 2, s2
     _assert_all_gone()

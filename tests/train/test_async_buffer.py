@@ -63,6 +63,7 @@ class FakeSync:
         self.version = 0
 
     last_bytes = 0
+    last_full_bytes = 0
 
     async def push_stream(self, produce, version=None, mode="wait") -> int:
         produce(lambda _bucket: None)

@@ -29,6 +29,7 @@ class Sync:
     """WeightSync's surface as the loop uses it (whole-state and streamed pushes)."""
 
     last_bytes = 0
+    last_full_bytes = 0
 
     def __init__(self) -> None:
         self.version = 0

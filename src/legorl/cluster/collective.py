@@ -18,7 +18,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -26,6 +26,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from legorl.cluster.delta import DeltaBase, checksum
+from legorl.cluster.delta import apply as apply_delta
 from legorl.serving.weight_sync import RemoteBucket
 
 log = logging.getLogger(__name__)
@@ -39,12 +41,23 @@ class TransferError(RuntimeError):
 class CollectiveBucket(RemoteBucket):
     """One bucket sent over the transfer group: its layout (the bytes travel over the pair groups). `ref` is
     unused (None); `seq` numbers the buckets of one sync (the message tag); `peers` are the replica ids the
-    sender sends it to (a replica not among them skips it)."""
+    sender sends it to (a replica not among them skips it).
+
+    With deltas (`cluster.weight_delta`, cluster/delta.py) the replicas in `delta_peers` receive a `delta` payload
+    of `delta_nbytes` (`changed` 16-bit words) and rebuild the bucket from their weights (checked against
+    `checksum`); the others receive it whole. `nbytes` is what a replica holding the previous version received,
+    `full_nbytes` the whole bucket."""
 
     seq: int = 0
     dtypes: tuple[str, ...] = ()
     shapes: tuple[tuple[int, ...], ...] = ()
     peers: tuple[str, ...] = ()
+    full_nbytes: int = 0
+    delta: str = ""
+    delta_peers: tuple[str, ...] = ()
+    delta_nbytes: int = 0
+    changed: int = 0
+    checksum: int = 0
 
 
 def backend_for(device: torch.device | str) -> str:
@@ -66,7 +79,7 @@ def pack(bucket: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[str, .
         raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
         parts.append(raw)
         if (pad := _padded(raw.numel()) - raw.numel()):
-            parts.append(torch.zeros(pad, dtype=torch.uint8))
+            parts.append(torch.zeros(pad, dtype=torch.uint8, device=raw.device))
     flat = torch.cat(parts) if parts else torch.empty(0, dtype=torch.uint8)
     dtypes = tuple(str(t.dtype).removeprefix("torch.") for t in bucket.values())
     return flat, dtypes, tuple(tuple(t.shape) for t in bucket.values())
@@ -145,15 +158,19 @@ class Sender:
     peer at once and waits for them all; a peer that fails is dropped (the others still get every bucket) and
     named in `failed`."""
 
-    def __init__(self, timeout_s: float, backend: str = "gloo"):
+    def __init__(self, timeout_s: float, backend: str = "gloo", delta: bool = False):
         self.timeout_s, self.backend = timeout_s, backend
         self.peers: dict[str, PairGroup] = {}
         self.failed: dict[str, str] = {}
         self._forming: dict[str, tuple[threading.Thread, list[Any]]] = {}
+        self.delta = DeltaBase() if delta else None  # the version last sent (cluster.weight_delta)
 
     def open(self, peer: str) -> int:
-        """Start hosting a pair for `peer` on a free port (returned); `finish(peer)` waits for its join."""
+        """Start hosting a pair for `peer` on a free port (returned); `finish(peer)` waits for its join. A new
+        pair means a replica that lost (or never had) the last version: its next buckets go whole."""
         self.drop(peer)
+        if self.delta is not None:
+            self.delta.forget(peer)
         port = free_port()
         box: list[Any] = []
 
@@ -181,15 +198,22 @@ class Sender:
             pair.close()
 
     def send(self, flat: torch.Tensor, seq: int, peers: Sequence[str]) -> None:
+        self.send_each(seq, [(flat, peers)])
+
+    def send_each(self, seq: int, sends: Sequence[tuple[torch.Tensor, Sequence[str]]]) -> None:
+        """Each (buffer, peers) of `sends` to those peers, all posted at once, then waited for."""
         works = []
-        for p in peers:
-            pair = self.peers.get(p)
-            if pair is None:
+        for flat, peers in sends:
+            if not flat.numel():  # an unchanged bucket's delta: no message (the receiver posts none)
                 continue
-            try:
-                works.append((p, pair.send(flat, seq)))
-            except Exception as exc:
-                self._lost(p, exc)
+            for p in peers:
+                pair = self.peers.get(p)
+                if pair is None:
+                    continue
+                try:
+                    works.append((p, pair.send(flat, seq)))
+                except Exception as exc:
+                    self._lost(p, exc)
         t0 = time.monotonic()
         for p, work in works:
             try:
@@ -204,25 +228,45 @@ class Sender:
 
 
 class Receiver:
-    """A replica's side: its `PairGroup` with the sender; `receive(meta)` the bucket's tensors (views of one
-    buffer) or `TransferError`."""
+    """A replica's side: its `PairGroup` with the sender (known there as `peer`); `receive(meta)` the bucket's
+    tensors (views of one buffer) or `TransferError`."""
 
     def __init__(self) -> None:
         self.pair: PairGroup | None = None
+        self.peer = ""
 
-    def join(self, addr: str, port: int, timeout_s: float, backend: str = "gloo") -> None:
+    def join(self, addr: str, port: int, timeout_s: float, backend: str = "gloo", peer: str = "") -> None:
         """Its receives wait up to twice `timeout_s`: the sender may first wait out a stalled sibling replica
         (up to `timeout_s` on the bucket before) and must not make this healthy one time out as well."""
         self.pair = None
         self.pair = PairGroup.join(addr, port, 2 * timeout_s, backend)
+        self.peer = peer
 
-    def receive(self, meta: CollectiveBucket, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    def receive(self, meta: CollectiveBucket, device: torch.device | str = "cpu",
+                held: Callable[[tuple[str, ...]], Mapping[str, torch.Tensor]] | None = None) -> dict[str, torch.Tensor]:
+        """The bucket's tensors. A delta bucket for this replica is rebuilt onto `held(names)`, the tensors its
+        engine serves now (the version the sender's delta starts from)."""
         if self.pair is None:
             raise TransferError("no weight-transfer group: this replica has not joined one")
-        flat = torch.empty(meta.nbytes, dtype=torch.uint8, device=device)
+        is_delta = bool(meta.delta) and self.peer in meta.delta_peers
+        if is_delta and held is None:
+            raise TransferError(f"bucket {meta.seq} is a delta and this replica cannot read its weights")
+        size = meta.delta_nbytes if is_delta else (meta.full_nbytes or meta.nbytes)
+        flat = torch.empty(size, dtype=torch.uint8, device=device)
         try:
-            self.pair.recv(flat, meta.seq)
+            if size:
+                self.pair.recv(flat, meta.seq)
         except TransferError:
             self.pair = None  # the pair is broken: a revival forms a new one
             raise
-        return unpack(flat, meta)
+        if not is_delta:
+            return unpack(flat, meta)
+        assert held is not None
+        now = held(meta.names)
+        base, _, _ = pack({n: now[n].to(getattr(torch, dt)) for n, dt in zip(meta.names, meta.dtypes, strict=True)})
+        apply_delta(base, meta.delta, flat, meta.changed)
+        if checksum(base) != meta.checksum:
+            self.pair = None  # out of step with the sender: a revival forms a new pair and sends it whole
+            raise TransferError(f"bucket {meta.seq}: the delta does not rebuild the sender's bucket (this replica "
+                                "does not hold the version it starts from)")
+        return unpack(base, meta)

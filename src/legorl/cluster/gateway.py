@@ -174,7 +174,7 @@ class GatewayActor:
         if rep is None:
             return False
         try:
-            await rep.engine.join_transfer(addr, port, timeout_s, backend)
+            await rep.engine.join_transfer(addr, port, timeout_s, backend, rid)
             return True
         except REPLICA_FAILURES as exc:
             self.pool.mark_dead(rid, f"could not join the weight-transfer group: {exc!r}")

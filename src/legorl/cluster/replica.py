@@ -32,6 +32,7 @@ from ray.exceptions import ActorUnavailableError, RayActorError, RayError, RayTa
 
 from legorl.cluster.collective import CollectiveBucket, Receiver
 from legorl.cluster.placement import RolePlacement
+from legorl.cluster.receive import receive_bucket
 from legorl.serving import types as T
 from legorl.serving.launch import EngineSpec, start_engines
 from legorl.serving.replica_proc import ReplicaDiedError, decode_error, encode_error
@@ -137,11 +138,13 @@ class ReplicaActor:
         version the engine now serves (a merged vLLM update lands on `resume()`)."""
         return await self._run(lambda e: self._update(e, bucket, version, mode))
 
-    async def join_transfer(self, addr: str, port: int, timeout_s: float, backend: str = "gloo") -> tuple[str, str, Any]:
-        """Join this replica's pair of the weight-transfer group hosted by trainer rank 0 at `addr:port`."""
+    async def join_transfer(self, addr: str, port: int, timeout_s: float, backend: str = "gloo",
+                            peer: str = "") -> tuple[str, str, Any]:
+        """Join this replica's pair (named `peer` by the sender) of the weight-transfer group hosted by trainer
+        rank 0 at `addr:port`."""
         async def run(e: Any) -> None:
             try:
-                await asyncio.to_thread(self._receiver.join, addr, port, timeout_s, backend)
+                await asyncio.to_thread(self._receiver.join, addr, port, timeout_s, backend, peer)
             except Exception as exc:
                 raise ReplicaDiedError(f"{self.name}: joining the weight-transfer group failed: {exc}") from exc
         return await self._run(run)
@@ -163,11 +166,8 @@ class ReplicaActor:
         return await self._run(run)
 
     async def _update(self, e: Any, bucket: Mapping[str, Any] | CollectiveBucket, version: int, mode: Mode) -> int:
-        if isinstance(bucket, CollectiveBucket):  # its bytes come over the pair group (in a thread: the loop serves on)
-            try:
-                bucket = await asyncio.to_thread(self._receiver.receive, bucket, _engine_device(e))
-            except Exception as exc:  # out of sync now: the gateway marks it dead and revives it with a full sync
-                raise ReplicaDiedError(f"{self.name}: weight transfer failed: {exc}") from exc
+        if isinstance(bucket, CollectiveBucket):  # its bytes come over the pair group (cluster/receive.py)
+            bucket = await receive_bucket(self._receiver, bucket, e, self.name)
         if getattr(e, "accepts_weight_buckets", False):
             await e.update_weights(bucket, version, mode)
         else:
@@ -183,11 +183,6 @@ class ReplicaActor:
         state, (version, mode) = self._merged, self._merged_to
         self._merged, self._merged_to = {}, None
         await e.update_weights(state, version, mode)
-
-
-def _engine_device(e: Any) -> Any:
-    model = getattr(e, "model", None)
-    return next(model.parameters()).device if model is not None else "cpu"
 
 
 def _assigned_cpus() -> float:
@@ -396,8 +391,9 @@ class RayReplica:
         self._version = int(await self._call("update_weights", arg, int(version), mode))
         self._probes.clear()  # new weights, new prefix cache
 
-    async def join_transfer(self, addr: str, port: int, timeout_s: float, backend: str = "gloo") -> None:
-        await self._call("join_transfer", addr, int(port), float(timeout_s), backend)
+    async def join_transfer(self, addr: str, port: int, timeout_s: float, backend: str = "gloo",
+                            peer: str = "") -> None:
+        await self._call("join_transfer", addr, int(port), float(timeout_s), backend, peer)
 
     async def pause(self, mode: Mode = "wait") -> None:
         await self._call("pause", mode)

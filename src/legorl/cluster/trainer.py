@@ -51,6 +51,7 @@ class TrainerRankActor:
         self.cfg_json, self.model_dir = cfg_json, str(model_dir)
         self.trainer: Any = None
         self.sender: Any = None  # cluster.collective.Sender on rank 0, with cluster.weight_transport="collective"
+        self.wire_dtype: Any = None  # the dtype floating-point weights are sent in (None: the trainer's)
 
     def node(self) -> tuple[str, int, int]:
         """(node IP, CPUs of the machine, pid): the driver counts ranks per host for LOCAL_RANK and threads."""
@@ -85,7 +86,10 @@ class TrainerRankActor:
 
             cfg = RunConfig.model_validate_json(self.cfg_json)
             device = "cuda" if cfg.trainer.device != "cpu" and torch.cuda.is_available() else "cpu"
-            self.sender = Sender(cfg.cluster.weight_sync_timeout_s, backend_for(device))
+            self.sender = Sender(cfg.cluster.weight_sync_timeout_s, backend_for(device), cfg.cluster.weight_delta)
+            # deltas go in the replicas' dtype: they rebuild each bucket from their own weights (a bf16 serving
+            # copy of the fp32 master weights; the cast is the one the engine's copy would do)
+            self.wire_dtype = getattr(torch, cfg.serving.dtype) if cfg.cluster.weight_delta else None
         return self.sender
 
     def open_peer(self, peer: str) -> tuple[str, int]:
@@ -114,7 +118,7 @@ class TrainerRankActor:
         out: queue.Queue = queue.Queue()
         done = object()
         device = torch.cuda.current_device() if torch.cuda.is_available() else None
-        wire = _Wire(self._sender(), peers, out) if peers is not None else None
+        wire = _Wire(self._sender(), peers, out, self.wire_dtype) if peers is not None else None
 
         def emit(bucket: dict[str, torch.Tensor]) -> None:
             if wire is not None:
@@ -155,35 +159,56 @@ class TrainerRankActor:
 class _Wire:
     """Rank 0's send side of one collective export: `put(bucket)` hands the bucket's layout to the driver (the
     replicas post their receive when it reaches them) and queues its bytes for the sender thread, which sends
-    one bucket while the gather produces the next (at most one more waits)."""
+    one bucket while the gather produces the next (at most one more waits). With deltas (`sender.delta`) the
+    replicas holding the last version get only what changed (cluster/delta.py), the others the whole bucket."""
 
-    def __init__(self, sender: Any, peers: tuple[str, ...], out: queue.Queue):
+    def __init__(self, sender: Any, peers: tuple[str, ...], out: queue.Queue, dtype: Any = None):
         from legorl.cluster.collective import CollectiveBucket, pack
 
-        self.sender, self.peers, self.out = sender, tuple(peers), out
+        self.sender, self.peers, self.out, self.dtype = sender, tuple(peers), out, dtype
         self._pack, self._meta = pack, CollectiveBucket
         self._q: queue.Queue = queue.Queue(maxsize=1)
         self._seq = 0
+        if sender.delta is not None:
+            sender.delta.begin()
         self._thread = threading.Thread(target=self._run, name="weight-wire", daemon=True)
         self._thread.start()
 
     def put(self, bucket: dict[str, Any]) -> None:
+        if self.dtype is not None:
+            bucket = {k: v.to(self.dtype) if v.is_floating_point() else v for k, v in bucket.items()}
         flat, dtypes, shapes = self._pack(bucket)
-        if self.sender.backend == "nccl":  # untested here (no GPU): NCCL sends device buffers
-            flat = flat.cuda()
         live = tuple(p for p in self.peers if p in self.sender.peers)
-        self.out.put(self._meta(None, int(flat.numel()), tuple(bucket), self._seq, dtypes, shapes, live))
-        self._q.put((flat, self._seq, live))
+        names, seq, full_n = tuple(bucket), self._seq, int(flat.numel())
+        meta = self._meta(None, full_n, names, seq, dtypes, shapes, live, full_nbytes=full_n)
+        sends = [(flat, live)]
+        base = self.sender.delta
+        if base is not None:
+            based = tuple(p for p in live if p in base.holders)
+            delta = base.encode(seq, names, flat, bool(based))
+            if delta is not None:
+                whole = tuple(p for p in live if p not in based)
+                meta = self._meta(None, int(delta.payload.numel()), names, seq, dtypes, shapes, live,
+                                  full_nbytes=full_n, delta=delta.kind, delta_peers=based,
+                                  delta_nbytes=int(delta.payload.numel()), changed=delta.changed,
+                                  checksum=delta.checksum)
+                sends = [(flat, whole), (delta.payload, based)]
+        if self.sender.backend == "nccl":  # untested here (no GPU): NCCL sends device buffers
+            sends = [(t.cuda(), ps) for t, ps in sends]
+        self.out.put(meta)
+        self._q.put((seq, sends))
         self._seq += 1
 
     def _run(self) -> None:
         while (item := self._q.get()) is not None:
-            flat, seq, live = item
-            self.sender.send(flat, seq, live)  # a failing peer is dropped, never raised
+            seq, sends = item
+            self.sender.send_each(seq, sends)  # a failing peer is dropped, never raised
 
     def close(self) -> None:
         self._q.put(None)
         self._thread.join()
+        if self.sender.delta is not None:  # the replicas that got every bucket hold this version now
+            self.sender.delta.finish(p for p in self.peers if p in self.sender.peers)
 
 
 def _no_emit(_bucket: Any) -> None:

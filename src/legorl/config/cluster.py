@@ -54,6 +54,16 @@ class ClusterSection(Section):
     """With `weight_transport = "collective"`: the bound on every transfer operation (forming a replica's group,
     each bucket's send and receive). A replica that passes it, or dies mid-sync, is marked dead (routing stops
     sending to it), the sync goes on with the others, and it is revived with a full sync."""
+    weight_delta: bool = False
+    """With `weight_transport = "collective"`: send each replica that holds the last version only what changed
+    since (lossless: the 16-bit words of each bucket that differ, as a bitmask or positions plus their values,
+    whichever is smaller; a bucket whose delta is not smaller goes whole). The weights go in `serving.dtype`
+    (the cast the replica's copy would do), so with `serving.dtype = "bfloat16"` the fp32 master weights' bf16
+    copy is what is compared: there most elements are bitwise unchanged step to step at small learning rates,
+    while in fp32 nearly every element changes (docs/cluster.md has the measured shares). A revived, added or
+    lagging replica gets a full sync. Costs trainer rank 0 one more copy of the weights in host memory (the version
+    it last sent). Not with a LoRA adapter. `weight_sync/bytes` logs the bytes sent to a replica,
+    `weight_sync/delta_share` their share of the full weights."""
     engines: RoleSection = RoleSection()
     """Engine replica actors."""
     trainer: RoleSection = RoleSection(strategy="PACK")

@@ -76,13 +76,19 @@ class RunConfig(Section):
         if self.cluster.runtime == "local":
             default = ClusterSection()  # not fields_set: a config dumped and loaded again has every field set
             set_ = [k for k in ("ray_address", "bind_host", "proxy_port", "sandbox_hosts", "engines", "trainer",
-                                "hosts", "gateway", "weight_transport") if getattr(self.cluster, k) != getattr(default, k)]
+                                "hosts", "gateway", "weight_transport", "weight_delta") if getattr(self.cluster, k) != getattr(default, k)]
             if set_:
                 problems.append(f"cluster.{set_[0]} only applies with cluster.runtime='ray' (docs/cluster.md)")
         engine, replicas = self.serving.engine, self.serving.n_replicas
         if self.cluster.weight_transport == "collective" and engine != "embedded":
             problems.append("cluster.weight_transport='collective' sends buckets to embedded replicas; vLLM replicas "
                             "take weights through cluster.weight_transport='object_store'")
+        if self.cluster.weight_delta:
+            if self.cluster.weight_transport != "collective":
+                problems.append("cluster.weight_delta=true needs cluster.weight_transport='collective'")
+            if self.model.lora.enabled:
+                problems.append("cluster.weight_delta=true sends full weights' deltas; a LoRA run (model.lora.rank "
+                                "> 0) sends only the adapter already")
         if vllm.urls and engine != "vllm":
             problems.append("serving.vllm.urls is set but serving.engine is not 'vllm'")
         if vllm.urls and len(vllm.urls) != replicas:

@@ -56,6 +56,7 @@ class WeightSync:
         self.version = max((e.weight_version for e in self.engines), default=0)
         self.last_duration_s = 0.0
         self.last_bytes = 0
+        self.last_full_bytes = 0  # the whole weights' bytes (last_bytes is less with deltas)
 
     async def push(
         self, state_dict: Mapping[str, Any], version: int | None = None, mode: Literal["wait", "abort"] = "wait"
@@ -110,7 +111,7 @@ class WeightSync:
     async def _push(self, buckets, version: int | None, mode: Literal["wait", "abort"]) -> int:
         version = self.version + 1 if version is None else version
         t0 = time.perf_counter()
-        nbytes = 0
+        nbytes = full = 0
         streamed = [e for e in self.engines if getattr(e, "accepts_weight_buckets", False)]
         whole = [e for e in self.engines if e not in streamed]
         merged: dict[str, Any] = {}
@@ -119,6 +120,7 @@ class WeightSync:
             end = object()
             while (bucket := await asyncio.to_thread(next, buckets, end)) is not end:
                 nbytes += bucket_nbytes(bucket)
+                full += getattr(bucket, "full_nbytes", 0) or bucket_nbytes(bucket)
                 await asyncio.gather(*(e.update_weights(bucket, version, mode) for e in streamed))
                 if whole:
                     merged.update(_local(bucket))
@@ -129,6 +131,7 @@ class WeightSync:
         self.version = version
         self.last_duration_s = time.perf_counter() - t0
         self.last_bytes = nbytes
+        self.last_full_bytes = full
         return version
 
 

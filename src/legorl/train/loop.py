@@ -170,6 +170,7 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
             if not metrics.get("actor/skipped"):
                 metrics["timing/weight_sync_s"] = await push_weights(runtime, sync, trainer)
                 metrics["weight_sync/bytes"] = float(sync.last_bytes)
+                metrics["weight_sync/delta_share"] = sync.last_bytes / max(sync.last_full_bytes, 1)
                 metrics["weight_version"] = float(sync.version)
             metrics.update(rollout_metrics(results, fstats))
             metrics.update(sampler.observe(results))  # pass rates for tasks.sampling, mixed-group share
@@ -239,6 +240,7 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
             if since_sync >= every or step == cfg.trainer.total_steps:
                 metrics["timing/weight_sync_s"] = await push_weights(runtime, sync, trainer, actor_version, mode)
                 metrics["weight_sync/bytes"] = float(sync.last_bytes)
+                metrics["weight_sync/delta_share"] = sync.last_bytes / max(sync.last_full_bytes, 1)
                 rollouter.wake()
                 since_sync = 0
             metrics["weight_version"] = float(sync.version)
