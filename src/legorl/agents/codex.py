@@ -21,7 +21,7 @@ from legorl.agents.base import ExitStatus, ScaffoldLimits, ScaffoldResult, Sessi
 from legorl.agents.bridge_sandbox import OOM_NOTE, RELAY_MOUNT, CliRun, relay_base_url, run_cli_in_sandbox
 from legorl.agents.install import find_binary
 from legorl.env.base import Sandbox
-from legorl.proxy.routes_responses import MAX_OUTPUT_HEADER, TEMPERATURE_HEADER
+from legorl.proxy.headers import MAX_OUTPUT_HEADER, TEMPERATURE_HEADER
 
 PROVIDER = "legorl"
 KEY_ENV = "LEGORL_API_KEY"

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from legorl.proxy.capture import CallResult
 from legorl.proxy.errors import ProxyError, error_body
+from legorl.proxy.headers import TEMPERATURE_HEADER, header_number
 from legorl.proxy.messages import ChatRequest
 from legorl.proxy.schemas_openai import ChatCompletionRequest, to_chat_request
 from legorl.proxy.sse import chunks, event, json_response
@@ -101,14 +102,17 @@ class ChatStream:
         return [event(error_body("openai", err))]
 
 
-def _parse(body: bytes) -> tuple[ChatCompletionRequest, ChatRequest]:
+def _parse(body: bytes, temperature: float | None) -> tuple[ChatCompletionRequest, ChatRequest]:
     req = ChatCompletionRequest.model_validate_json(body)
+    if req.temperature is None and temperature is not None:  # the harness's default (Qwen Code sends none)
+        req.temperature = temperature
     return req, to_chat_request(req)
 
 
 async def chat_completions(server, request: web.Request, session) -> web.StreamResponse:
+    temperature = header_number(request, TEMPERATURE_HEADER, float)
     async with server.intake.lane(request) as lane:
-        req, chat = await lane.offload(_parse, await server.intake.read(request, lane))
+        req, chat = await lane.offload(_parse, await server.intake.read(request, lane), temperature)
         model = req.model or server.config.model_name
         if req.stream:
             include = bool(req.stream_options and req.stream_options.include_usage)

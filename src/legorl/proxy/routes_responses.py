@@ -22,13 +22,11 @@ from aiohttp import web
 
 from legorl.proxy.capture import CallResult
 from legorl.proxy.errors import ProxyError
+from legorl.proxy.headers import MAX_OUTPUT_HEADER, TEMPERATURE_HEADER, header_number
 from legorl.proxy.messages import Message
 from legorl.proxy.schemas_responses import FunctionTool, ResponsesRequest, to_chat_request
 from legorl.proxy.sse import chunks, event, json_response
 from legorl.proxy.streaming import run_stream, text_stream
-
-MAX_OUTPUT_HEADER = "X-Legorl-Max-Output-Tokens"
-TEMPERATURE_HEADER = "X-Legorl-Temperature"
 
 
 class ResponseStore:
@@ -54,19 +52,6 @@ class ResponseStore:
 
     def __len__(self) -> int:
         return len(self._items)
-
-
-def _header_number(request: web.Request, name: str, kind: type) -> Any:
-    raw = request.headers.get(name)
-    if raw is None:
-        return None
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise ProxyError(400, f"header {name}: not a number: {raw[:40]!r}") from None
-    if not value >= (1 if kind is int else 0) or value != value or value == float("inf"):
-        raise ProxyError(400, f"header {name}: out of range: {raw[:40]!r}")
-    return value
 
 
 def _usage(r: CallResult) -> dict[str, Any]:
@@ -218,8 +203,8 @@ def _store_of(server, session) -> ResponseStore:
 
 
 async def responses(server, request: web.Request, session) -> web.StreamResponse:
-    max_tokens = _header_number(request, MAX_OUTPUT_HEADER, int)
-    temperature = _header_number(request, TEMPERATURE_HEADER, float)
+    max_tokens = header_number(request, MAX_OUTPUT_HEADER, int)
+    temperature = header_number(request, TEMPERATURE_HEADER, float)
     store = _store_of(server, session)
     async with server.intake.lane(request) as lane:
         req = await lane.offload(ResponsesRequest.model_validate_json, await server.intake.read(request, lane))
