@@ -144,5 +144,7 @@ async def test_arguments_stream_as_sampled_and_add_up_to_the_buffered_reply(api,
         ra, rb = await server.close_session(a.id), await server.close_session(b.id)
         assert ra.token_ids == rb.token_ids and ra.mask == rb.mask and ra.logprobs == rb.logprobs
         assert ra.counters.tool_calls == rb.counters.tool_calls == 1
+        assert (ra.counters.streamed_calls, rb.counters.streamed_calls) == (1, 0)  # time to first event: streams only
+        assert ra.counters.first_event_ms >= 0 and rb.counters.first_event_ms == 0
     finally:
         await server.close()

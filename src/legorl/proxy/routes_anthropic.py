@@ -136,7 +136,7 @@ async def messages(server, request: web.Request, session) -> web.StreamResponse:
         if req.stream:
             text = text_stream(server.renderer, chat)
             _, resp = await run_stream(request, server.capture.call(session, chat, lane, text), text,
-                                       MessageStream(model, msg_id))
+                                       MessageStream(model, msg_id), session.counters)
             return resp
         result = await server.capture.call(session, chat, lane)
     payload = message_body(result, model, msg_id)

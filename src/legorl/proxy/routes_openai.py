@@ -130,7 +130,7 @@ async def chat_completions(server, request: web.Request, session) -> web.StreamR
             include = bool(req.stream_options and req.stream_options.include_usage)
             text = text_stream(server.renderer, chat)
             _, resp = await run_stream(request, server.capture.call(session, chat, lane, text), text,
-                                       ChatStream(model, include))
+                                       ChatStream(model, include), session.counters)
             return resp
         result = await server.capture.call(session, chat, lane)
     payload = completion_body(result, model, bool(req.logprobs), server.renderer.decode)

@@ -257,7 +257,7 @@ async def responses(server, request: web.Request, session) -> web.StreamResponse
             ev.on_done = lambda r: store.put(ev.id, [*conversation, Message("assistant", r.content, r.tool_calls)])
         if req.stream:
             text = text_stream(server.renderer, chat)
-            _, resp = await run_stream(request, server.capture.call(session, chat, lane, text), text, ev)
+            _, resp = await run_stream(request, server.capture.call(session, chat, lane, text), text, ev, session.counters)
             return resp
         result = await server.capture.call(session, chat, lane)
     if ev.on_done is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Protocol
 
@@ -23,6 +24,7 @@ from aiohttp import web
 from legorl.proxy.capture import CallResult
 from legorl.proxy.errors import ProxyError
 from legorl.proxy.messages import ChatRequest
+from legorl.proxy.record import Counters
 from legorl.proxy.render import ChatRenderer
 from legorl.proxy.sse import open_stream
 from legorl.proxy.toolstream import CallStream, StreamedCall, reconcile
@@ -147,10 +149,20 @@ def _disconnected(request: web.Request) -> bool:
 
 
 async def run_stream(request: web.Request, call: Coroutine[Any, Any, CallResult], text: TextStream,
-                     proto: StreamProtocol) -> tuple[CallResult | None, web.StreamResponse]:
+                     proto: StreamProtocol, counters: Counters | None = None) -> tuple[CallResult | None, web.StreamResponse]:
     """Run `call`, writing deltas as `text` releases them. Headers go out with the first delta, so an
     error before any token is still an HTTP error (raised from here). Returns (None, response) when
-    the client went away (the call was cancelled) or the call failed after the stream began."""
+    the client went away (the call was cancelled) or the call failed after the stream began. `counters`
+    get the time to the first streamed event (`streamed_calls`, `first_event_ms`)."""
+    t0 = time.monotonic()
+
+    async def opened(engine_s: float | None = None) -> web.StreamResponse:
+        resp = await open_stream(request) if engine_s is None else await open_stream(request, engine_s)
+        if counters is not None:
+            counters.streamed_calls += 1
+            counters.first_event_ms += round((time.monotonic() - t0) * 1000)
+        return resp
+
     task = asyncio.ensure_future(call)
     resp: web.StreamResponse | None = None
     try:
@@ -162,7 +174,7 @@ async def run_stream(request: web.Request, call: Coroutine[Any, Any, CallResult]
                 out += proto.call_start(ev[1]) if ev[0] == "start" else proto.call_args(ev[1], ev[2])
             if out:
                 if resp is None:
-                    resp = await open_stream(request)
+                    resp = await opened()
                     await resp.write("".join(proto.head(text.prompt_tokens)).encode())
                 await resp.write("".join(out).encode())
             if task.done():
@@ -184,7 +196,7 @@ async def run_stream(request: web.Request, call: Coroutine[Any, Any, CallResult]
             await resp.write_eof()
             return None, resp
         if resp is None:
-            resp = await open_stream(request, result.engine_s)
+            resp = await opened(result.engine_s)
             await resp.write("".join(proto.head(result.prompt_tokens)).encode())
         for ev in text.call_events():  # the last tokens' events
             tail = proto.call_start(ev[1]) if ev[0] == "start" else proto.call_args(ev[1], ev[2])
