@@ -11,6 +11,11 @@ counters `first_event_ms / streamed_calls`; a harness that does not stream has n
 |Δlogp| between each trial's recorded sampling logprobs and a teacher-forced fp32 HF forward of the same
 tokens at the sampling temperature (what the trainer recomputes). Install times are not measured here
 (`time legorl agents install NAME --version V`).
+
+    .venv/bin/python bench/harnesses.py --mix examples/agent-mix.toml [-k 4] [--limit 4]
+
+runs the config's `[[agent.mix]]` through `legorl eval --config` (its training tasks, k attempts each: the
+groups a step would sample) and prints the same figures split by the harness each trial ran.
 """
 
 from __future__ import annotations
@@ -61,12 +66,28 @@ def fidelity(model, traj: Path, temperature: float) -> float | None:
     return sum(deltas) / len(deltas) if deltas else None
 
 
-def summarize(harness: str, out: Path, wall: float, model, temperature: float) -> dict:
-    trials = [json.loads(p.read_text()) for p in out.rglob("result.json")]
-    trials = [t for t in trials if "trial_id" in t]
+def run_mix(config: str, args: argparse.Namespace, out: Path) -> float:
+    cmd = [sys.executable, "-m", "legorl.cli", "eval", "--config", config, "--split", "train", "-k", str(args.k),
+           "--limit", str(args.limit), "-o", str(out)]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "eval.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        print(f"mix: legorl eval failed ({proc.returncode}); see {out / 'eval.log'}", file=sys.stderr)
+    return time.monotonic() - t0
+
+
+def summarize(harness: str, out: Path, wall: float, model, temperature: float, label: str | None = None) -> dict:
+    paths = [p for p in out.rglob("result.json")]
+    trials = [(p, json.loads(p.read_text())) for p in paths]
+    trials = [(p, t) for p, t in trials if "trial_id" in t and (label is None or t["metadata"].get("harness") == label)]
+    dirs = [p.parent for p, _ in trials]
+    trials = [t for _, t in trials]
     counters = [t.get("metadata", {}).get("counters") or {} for t in trials]
     streamed = sum(c.get("streamed_calls", 0) for c in counters)
-    fid = [f for p in out.rglob("proxy_trajectory.json") if (f := fidelity(model, p, temperature)) is not None]
+    fid = [f for d in dirs if (d / "proxy_trajectory.json").is_file()
+           and (f := fidelity(model, d / "proxy_trajectory.json", temperature)) is not None]
     n = len(trials) or 1
     return {
         "harness": harness, "trials": len(trials), "wall_s": round(wall, 1),
@@ -94,6 +115,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--out", default="/tmp/legorl-harnesses")
+    ap.add_argument("--mix", help="a run config with [[agent.mix]]: its split by harness instead")
+    ap.add_argument("-k", type=int, default=4, help="with --mix: attempts per task")
     args = ap.parse_args()
     import torch
     from transformers import AutoModelForCausalLM
@@ -101,8 +124,26 @@ def main() -> None:
     from legorl.models import prepare_model
 
     torch.manual_seed(0)
-    hf = AutoModelForCausalLM.from_pretrained(prepare_model(args.model), dtype=torch.float32).eval()
+    model = args.model
+    if args.mix:
+        from legorl.config import load_config
+
+        model = load_config(args.mix).model.path
+    hf = AutoModelForCausalLM.from_pretrained(prepare_model(model), dtype=torch.float32).eval()
     rows = []
+    if args.mix:
+        from legorl.config import load_config
+
+        cfg = load_config(args.mix)
+        out = Path(args.out) / "mix"
+        wall = run_mix(args.mix, args, out)
+        temp = cfg.rollout.temperature
+        for h in cfg.agent.mix:
+            row = summarize(h.name, out, wall, hf, temp, label=h.label or h.name)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        (Path(args.out) / "mix-summary.json").write_text(json.dumps(rows, indent=1))
+        return
     for h in args.harnesses.split(","):
         out = Path(args.out) / h
         wall = run_eval(h, args, out)
