@@ -36,7 +36,7 @@ OPTS = {"codex": ["context_window=8192"], "opencode": ["context_window=8192"]}
 def run_eval(harness: str, args: argparse.Namespace, out: Path) -> float:
     cmd = [sys.executable, "-m", "legorl.cli", "eval", args.tasks, "--agent", harness, "--model", args.model,
            "--limit", str(args.limit), "--max-turns", str(args.max_turns), "--max-tokens", str(args.max_tokens),
-           "-c", str(args.limit), "-t", str(args.temperature), "-o", str(out)]
+           "-c", str(args.limit), "-t", str(args.temperature), "-o", str(out), "--timeout", str(args.timeout)]
     for o in OPTS.get(harness, []):
         cmd += ["--agent-opt", o]
     t0 = time.monotonic()
@@ -114,6 +114,7 @@ def main() -> None:
     ap.add_argument("--max-turns", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--timeout", type=float, default=600, help="agent time limit per trial (a loaded machine is slow)")
     ap.add_argument("--out", default="/tmp/legorl-harnesses")
     ap.add_argument("--mix", help="a run config with [[agent.mix]]: its split by harness instead")
     ap.add_argument("-k", type=int, default=4, help="with --mix: attempts per task")

@@ -116,6 +116,9 @@ class Codex:
             log_dir=log_dir, log_name="codex", files={PROMPT_FILE: self.prompt or ""}, stage_tree=tree,
             max_calls=limits.max_turns,
         )
+        # Codex leaves helper links to absolute paths in CODEX_HOME/tmp; the trial's artifact download
+        # refuses a tree holding such links, which would lose Codex's session files in /logs/agent.
+        await sandbox.exec(f"rm -rf {STATE}/tmp/arg0*", timeout=30)
         return parse_events(run)
 
 
