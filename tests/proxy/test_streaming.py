@@ -159,8 +159,8 @@ def test_text_stream_multibyte_stop_strings_and_tool_openers(tokenizer):
 
 
 async def test_tool_call_text_is_held_back(manager, tokenizer):
-    """A reply with text then a hermes tool call streams the text, never the call's markup; the call
-    arrives whole at the end (openai client)."""
+    """A reply with text then a hermes tool call streams the text, never the call's markup; the call's
+    arguments arrive as deltas (tests/proxy/test_tool_streaming.py) that add up to the call (openai client)."""
     server = await scripted_server(manager, tokenizer, [CALL])
     try:
         stream = await oa(server.open_session()).chat.completions.create(

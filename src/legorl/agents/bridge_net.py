@@ -26,10 +26,13 @@ class HostRelay:
     """`async with HostRelay(session_base_url) as r:` then bind `r.dir` into the sandbox; the socket is
     `r.dir / "proxy.sock"` and the in-sandbox relay script `r.dir / "relay.py"`."""
 
-    def __init__(self, target_base: str, max_body_bytes: int = 64 << 20, max_calls: int | None = None) -> None:
+    def __init__(self, target_base: str, max_body_bytes: int = 64 << 20, max_calls: int | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         """`max_calls`: model calls (POSTs) let through; later ones get a 400 naming the turn limit, for
-        agents that have no turn limit of their own (Codex)."""
+        agents that have no turn limit of their own (Codex). `headers`: added to every forwarded request
+        the agent did not set them on (the trial's sampling defaults, `legorl.proxy.headers`)."""
         self.target = target_base.rstrip("/")
+        self.headers = dict(headers or {})
         self.max_body = max_body_bytes
         self.max_calls = max_calls
         self.requests = 0
@@ -90,6 +93,9 @@ class HostRelay:
                 return web.json_response({"error": {"message": msg, "type": "invalid_request_error",
                                                     "code": "turn_limit"}}, status=400)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+        for k, v in self.headers.items():
+            if k not in request.headers:
+                headers[k] = v
         body = await request.read()
         try:
             upstream = await self._client.request(

@@ -85,15 +85,18 @@ async def run_cli_in_sandbox(
     files: dict[str, str] | None = None,
     stage_tree: Path | None = None,
     max_calls: int | None = None,
+    headers: dict[str, str] | None = None,
+    interpreter: str | None = None,
 ) -> CliRun:
     """Runs `binary args...` as the sandbox user, reaching only `endpoint` at `relay_base_url()`.
     `files` (name -> text) appear read-only at /run/legorl/<name> (generated agent config);
     `stage_tree` is a directory around `binary` to mount with it (see `stage_readable`); `max_calls`
-    bounds the model calls the relay lets through (see `HostRelay`)."""
+    bounds the model calls the relay lets through and `headers` are added to them (see `HostRelay`);
+    `interpreter` runs a script `binary` (a path the sandbox sees: Qwen Code's node bundle needs node)."""
     _require_local(sandbox)
     staged, rel = stage_readable(binary, tree=stage_tree)
     binds: dict[str, Path] = sandbox.ro_binds  # type: ignore[attr-defined]
-    async with HostRelay(endpoint.anthropic_base_url, max_calls=max_calls) as relay:
+    async with HostRelay(endpoint.anthropic_base_url, max_calls=max_calls, headers=headers) as relay:
         (relay.dir / "agent").mkdir()
         (relay.dir / "agent").chmod(0o755)
         for name, text in (files or {}).items():
@@ -102,7 +105,7 @@ async def run_cli_in_sandbox(
         binds[AGENT_MOUNT] = staged
         binds[RELAY_MOUNT] = relay.dir
         argv = [SYSTEM_PYTHON, f"{RELAY_MOUNT}/relay.py", f"{RELAY_MOUNT}/proxy.sock", str(RELAY_PORT), "--",
-                f"{AGENT_MOUNT}/{rel}", *args]
+                *([interpreter] if interpreter else []), f"{AGENT_MOUNT}/{rel}", *args]
         try:
             out, oom = await sandbox.run_argv(  # type: ignore[attr-defined]
                 argv, cwd=cwd, env=env, timeout=timeout, output_cap=OUTPUT_CAP, network=False

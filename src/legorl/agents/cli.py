@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(help="External agent CLIs (mini-swe-agent, Claude Code, OpenCode, Codex, OpenHands).",
+app = typer.Typer(help="External agent CLIs (mini-swe-agent, Claude Code, OpenCode, Codex, Qwen Code, OpenHands).",
                   no_args_is_help=True)
 
 
 @app.command("install")
 def install_cmd(
-    name: str = typer.Argument(..., help="mini-swe-agent | claude-code | opencode | codex | openhands"),
+    name: str = typer.Argument(..., help="mini-swe-agent | claude-code | opencode | codex | qwen-code | openhands"),
     version: str = typer.Option(None, help="A specific package version (default: the latest)."),
 ) -> None:
     """Install one agent: npm agents into $LEGORL_HOME/agents/NAME, Python agents into this environment."""

@@ -21,7 +21,7 @@ from legorl.agents.base import ExitStatus, ScaffoldLimits, ScaffoldResult, Sessi
 from legorl.agents.bridge_sandbox import OOM_NOTE, RELAY_MOUNT, CliRun, relay_base_url, run_cli_in_sandbox
 from legorl.agents.install import find_binary
 from legorl.env.base import Sandbox
-from legorl.proxy.routes_responses import MAX_OUTPUT_HEADER, TEMPERATURE_HEADER
+from legorl.proxy.headers import MAX_OUTPUT_HEADER, TEMPERATURE_HEADER
 
 PROVIDER = "legorl"
 KEY_ENV = "LEGORL_API_KEY"
@@ -116,6 +116,9 @@ class Codex:
             log_dir=log_dir, log_name="codex", files={PROMPT_FILE: self.prompt or ""}, stage_tree=tree,
             max_calls=limits.max_turns,
         )
+        # Codex leaves helper links to absolute paths in CODEX_HOME/tmp; the trial's artifact download
+        # refuses a tree holding such links, which would lose Codex's session files in /logs/agent.
+        await sandbox.exec(f"rm -rf {STATE}/tmp/arg0*", timeout=30)
         return parse_events(run)
 
 

@@ -41,6 +41,8 @@ AGENTS: dict[str, AgentSpec] = {
     # bin/codex.js only picks the musl binary of the platform package and spawns it: run that directly.
     "codex": AgentSpec("codex", "npm", "@openai/codex", "codex", "LEGORL_CODEX_BIN", tested="0.169.0",
                        native="@openai/codex-linux-{arch}/vendor/{triple}/bin/codex"),
+    # a node bundle (cli-entry.js): the adapter runs it with the sandbox's node
+    "qwen-code": AgentSpec("qwen-code", "npm", "@qwen-code/qwen-code", "qwen", "LEGORL_QWEN_BIN", tested="0.24.4"),
     "openhands": AgentSpec(
         "openhands", "unsupported", "openhands-sdk",
         note="openhands-sdk requires Python >= 3.12; legorl runs on "

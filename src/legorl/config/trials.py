@@ -150,7 +150,8 @@ class AgentSection(Section):
     """The scaffold (agent harness) each trial runs."""
 
     name: str = "builtin"
-    """A registered scaffold (builtin, oracle, nop, mini-swe-agent, claude-code, opencode, ...) or `module:Class`."""
+    """A registered scaffold (builtin, oracle, nop, mini-swe-agent, claude-code, opencode, codex, qwen-code) or
+    `module:Class`."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """Options passed to the scaffold's constructor (e.g. builtin: `tools`, `system_prompt`, `examples`)."""
     mix: list[HarnessEntry] = Field(default_factory=list)

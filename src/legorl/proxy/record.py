@@ -33,6 +33,8 @@ class Counters:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
+    streamed_calls: int = 0  # calls answered as a stream whose first event went out
+    first_event_ms: int = 0  # summed over them: call start to the first streamed event (time to first token)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from legorl.proxy.messages import ChatRequest
 from legorl.proxy.schemas_anthropic import CountTokensRequest, MessagesRequest, count_request, to_chat_request
 from legorl.proxy.sse import chunks, event, json_response
 from legorl.proxy.streaming import run_stream, text_stream
+from legorl.proxy.toolstream import StreamedCall
 
 _STOP = {"stop": "end_turn", "stop_sequence": "stop_sequence", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -50,12 +51,14 @@ def message_body(r: CallResult, model: str, msg_id: str) -> dict[str, Any]:
 
 class MessageStream:
     """Anthropic's event sequence: message_start, ping, a text block whose deltas go out as sampled,
-    tool_use blocks (whole) at the end, message_delta (stop reason, usage), message_stop."""
+    tool_use blocks whose `input_json_delta`s go out as sampled (whole at the end where the parser cannot
+    stream them), text after the calls in a block of its own, message_delta (stop reason, usage), message_stop."""
 
     def __init__(self, model: str, msg_id: str) -> None:
         self.model, self.msg_id = model, msg_id
         self.index = 0  # the next block's index
         self.text_open = False
+        self.tool_open = False  # a streamed tool_use block
 
     def head(self, prompt_tokens: int) -> list[str]:
         start = {"id": self.msg_id, "type": "message", "role": "assistant", "model": self.model, "content": [],
@@ -75,15 +78,36 @@ class MessageStream:
         out.append(self._block("content_block_delta", {"delta": {"type": "text_delta", "text": text}}))
         return out
 
-    def tail(self, r: CallResult, rest: str) -> list[str]:
+    def _stop_open(self) -> list[str]:
+        if not (self.text_open or self.tool_open):
+            return []
+        self.text_open = self.tool_open = False
+        stop = self._block("content_block_stop", {})
+        self.index += 1
+        return [stop]
+
+    def call_start(self, c: StreamedCall) -> list[str]:
+        out = self._stop_open()  # the text before it, or the call before it (its arguments are complete)
+        self.tool_open = True
+        return [*out, self._block("content_block_start", {"content_block": {"type": "tool_use", "id": c.id,
+                                                                             "name": c.name, "input": {}}})]
+
+    def call_args(self, c: StreamedCall, delta: str) -> list[str]:
+        return [self._block("content_block_delta", {"delta": {"type": "input_json_delta", "partial_json": delta}})]
+
+    def tail(self, r: CallResult, rest: str, plan: list[tuple]) -> list[str]:
         out = []
+        streamed = [(s, args) for s, args in plan if s is not None]
+        if self.tool_open and streamed:  # the last streamed call's block is still open
+            out += [d for p in chunks(streamed[-1][1]) for d in self.call_args(streamed[-1][0], p)]
+        if self.tool_open:
+            out += self._stop_open()
         if rest:
             out += self.delta(rest)
-        if self.text_open:
-            out.append(self._block("content_block_stop", {}))
-            self.index += 1
+        out += self._stop_open()
+        done = {s.id for s, _ in streamed}
         for b in _blocks(r):
-            if b["type"] != "tool_use":
+            if b["type"] != "tool_use" or b["id"] in done:
                 continue
             out.append(self._block("content_block_start", {"content_block": {**b, "input": {}}}))
             out += [self._block("content_block_delta", {"delta": {"type": "input_json_delta", "partial_json": p}})
@@ -112,7 +136,7 @@ async def messages(server, request: web.Request, session) -> web.StreamResponse:
         if req.stream:
             text = text_stream(server.renderer, chat)
             _, resp = await run_stream(request, server.capture.call(session, chat, lane, text), text,
-                                       MessageStream(model, msg_id))
+                                       MessageStream(model, msg_id), session.counters)
             return resp
         result = await server.capture.call(session, chat, lane)
     payload = message_body(result, model, msg_id)

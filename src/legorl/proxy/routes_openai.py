@@ -10,10 +10,12 @@ from aiohttp import web
 
 from legorl.proxy.capture import CallResult
 from legorl.proxy.errors import ProxyError, error_body
+from legorl.proxy.headers import TEMPERATURE_HEADER, header_number
 from legorl.proxy.messages import ChatRequest
 from legorl.proxy.schemas_openai import ChatCompletionRequest, to_chat_request
 from legorl.proxy.sse import chunks, event, json_response
 from legorl.proxy.streaming import run_stream, text_stream
+from legorl.proxy.toolstream import StreamedCall
 
 _FINISH = {"stop": "stop", "stop_sequence": "stop", "length": "length", "tool_calls": "tool_calls"}
 
@@ -64,8 +66,8 @@ def completion_body(r: CallResult, model: str, want_logprobs: bool, decode) -> d
 
 
 class ChatStream:
-    """`chat.completion.chunk` events: role first, content deltas as sampled, tool calls (whole) and
-    the finish reason at the end, usage when asked, then `[DONE]`."""
+    """`chat.completion.chunk` events: role first, content and tool-call argument deltas as sampled (calls
+    that cannot stream whole at the end), the finish reason, usage when asked, then `[DONE]`."""
 
     def __init__(self, model: str, include_usage: bool) -> None:
         self.base = {"id": "chatcmpl-" + secrets.token_hex(12), "object": "chat.completion.chunk",
@@ -84,13 +86,24 @@ class ChatStream:
     def delta(self, text: str) -> list[str]:
         return [self._chunk({"content": text})]
 
-    def tail(self, r: CallResult, rest: str) -> list[str]:
+    def call_start(self, c: StreamedCall) -> list[str]:
+        head = {"index": c.index, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
+        return [self._chunk({"tool_calls": [head]})]
+
+    def call_args(self, c: StreamedCall, delta: str) -> list[str]:
+        return [self._chunk({"tool_calls": [{"index": c.index, "function": {"arguments": delta}}]})]
+
+    def tail(self, r: CallResult, rest: str, plan: list[tuple]) -> list[str]:
         out = [self._chunk({"content": piece}) for piece in chunks(rest)]
-        for i, c in enumerate(r.tool_calls):
-            head = {"index": i, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
-            out.append(self._chunk({"tool_calls": [head]}))
-            out += [self._chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
-                    for p in chunks(c.arguments_json())]
+        index = sum(1 for s, _ in plan if s is not None)  # calls sent whole come after the streamed ones
+        for c, (streamed, args) in zip(r.tool_calls, plan, strict=True):
+            if streamed is None:
+                head = {"index": index, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
+                out.append(self._chunk({"tool_calls": [head]}))
+                i, index = index, index + 1
+            else:
+                i = streamed.index
+            out += [self._chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in chunks(args)]
         out.append(self._chunk({}, _FINISH[r.finish]))
         if self.include_usage:
             out.append(event({**self.base, "choices": [], "usage": _usage(r)}))
@@ -101,20 +114,23 @@ class ChatStream:
         return [event(error_body("openai", err))]
 
 
-def _parse(body: bytes) -> tuple[ChatCompletionRequest, ChatRequest]:
+def _parse(body: bytes, temperature: float | None) -> tuple[ChatCompletionRequest, ChatRequest]:
     req = ChatCompletionRequest.model_validate_json(body)
+    if req.temperature is None and temperature is not None:  # the harness's default (Qwen Code sends none)
+        req.temperature = temperature
     return req, to_chat_request(req)
 
 
 async def chat_completions(server, request: web.Request, session) -> web.StreamResponse:
+    temperature = header_number(request, TEMPERATURE_HEADER, float)
     async with server.intake.lane(request) as lane:
-        req, chat = await lane.offload(_parse, await server.intake.read(request, lane))
+        req, chat = await lane.offload(_parse, await server.intake.read(request, lane), temperature)
         model = req.model or server.config.model_name
         if req.stream:
             include = bool(req.stream_options and req.stream_options.include_usage)
             text = text_stream(server.renderer, chat)
             _, resp = await run_stream(request, server.capture.call(session, chat, lane, text), text,
-                                       ChatStream(model, include))
+                                       ChatStream(model, include), session.counters)
             return resp
         result = await server.capture.call(session, chat, lane)
     payload = completion_body(result, model, bool(req.logprobs), server.renderer.decode)

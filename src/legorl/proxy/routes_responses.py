@@ -22,13 +22,12 @@ from aiohttp import web
 
 from legorl.proxy.capture import CallResult
 from legorl.proxy.errors import ProxyError
+from legorl.proxy.headers import MAX_OUTPUT_HEADER, TEMPERATURE_HEADER, header_number
 from legorl.proxy.messages import Message
 from legorl.proxy.schemas_responses import FunctionTool, ResponsesRequest, to_chat_request
 from legorl.proxy.sse import chunks, event, json_response
 from legorl.proxy.streaming import run_stream, text_stream
-
-MAX_OUTPUT_HEADER = "X-Legorl-Max-Output-Tokens"
-TEMPERATURE_HEADER = "X-Legorl-Temperature"
+from legorl.proxy.toolstream import StreamedCall
 
 
 class ResponseStore:
@@ -56,19 +55,6 @@ class ResponseStore:
         return len(self._items)
 
 
-def _header_number(request: web.Request, name: str, kind: type) -> Any:
-    raw = request.headers.get(name)
-    if raw is None:
-        return None
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise ProxyError(400, f"header {name}: not a number: {raw[:40]!r}") from None
-    if not value >= (1 if kind is int else 0) or value != value or value == float("inf"):
-        raise ProxyError(400, f"header {name}: out of range: {raw[:40]!r}")
-    return value
-
-
 def _usage(r: CallResult) -> dict[str, Any]:
     return {
         "input_tokens": r.prompt_tokens,
@@ -81,8 +67,9 @@ def _usage(r: CallResult) -> dict[str, Any]:
 
 class ResponseEvents:
     """Builds one response's output items and its SSE events in order: `start`, then a message item
-    whose text deltas go out as sampled (`open_message`, `text`, `close_message`), function calls
-    (whole, once parsed) and `finish`. As a `StreamProtocol` (head/delta/tail) it feeds `run_stream`."""
+    whose text deltas go out as sampled (`open_message`, `text`, `close_message`), function calls whose
+    argument deltas go out as sampled (`open_call`, `call_delta`, `close_call`; whole at the end where the
+    parser cannot stream them), a message for text after the calls, and `finish`. As a `StreamProtocol` (head/delta/tail) it feeds `run_stream`."""
 
     def __init__(self, req: ResponsesRequest, model: str, response_id: str | None = None) -> None:
         self.req, self.model = req, model
@@ -93,6 +80,8 @@ class ResponseEvents:
         self._seq = 0
         self._msg: dict[str, Any] | None = None  # the open message item
         self._text: list[str] = []
+        self._call: tuple[int, dict[str, Any]] | None = None  # the open function_call item (index, head)
+        self._args: list[str] = []
         self.on_done: Callable[[CallResult], None] | None = None  # before the final events are written
 
     def emit(self, kind: str, **body: Any) -> None:
@@ -155,16 +144,38 @@ class ResponseEvents:
         self.emit("response.output_item.done", output_index=where["output_index"], item=item)
 
     def function_call(self, call_id: str, name: str, arguments: str) -> None:
+        self.open_call(call_id, name)
+        for p in chunks(arguments):
+            self.call_delta(p)
+        self.close_call(arguments)
+
+    def open_call(self, call_id: str, name: str) -> None:
+        """A function_call item whose arguments follow as deltas; the open message (text before it) closes."""
+        if self._msg is not None:
+            self.close_message("completed")
+        self.close_call()
         i, item_id = len(self.output), "fc_" + secrets.token_hex(24)
         head = {"id": item_id, "type": "function_call", "status": "in_progress", "call_id": call_id, "name": name,
                 "arguments": ""}
+        self.output.append(head)  # holds its place; replaced when done
+        self._call, self._args = (i, head), []
         self.emit("response.output_item.added", output_index=i, item=head)
-        for p in chunks(arguments):
-            self.emit("response.function_call_arguments.delta", item_id=item_id, output_index=i, delta=p)
-        self.emit("response.function_call_arguments.done", item_id=item_id, output_index=i, name=name,
+
+    def call_delta(self, piece: str) -> None:
+        assert self._call is not None
+        i, head = self._call
+        self._args.append(piece)
+        self.emit("response.function_call_arguments.delta", item_id=head["id"], output_index=i, delta=piece)
+
+    def close_call(self, arguments: str | None = None) -> None:
+        if self._call is None:
+            return
+        (i, head), self._call = self._call, None
+        arguments = "".join(self._args) if arguments is None else arguments
+        self.emit("response.function_call_arguments.done", item_id=head["id"], output_index=i, name=head["name"],
                   arguments=arguments)
         item = {**head, "status": "completed", "arguments": arguments}
-        self.output.append(item)
+        self.output[i] = item
         self.emit("response.output_item.done", output_index=i, item=item)
 
     def finish(self, result: CallResult) -> dict[str, Any]:
@@ -177,15 +188,23 @@ class ResponseEvents:
         out, self.events = self.events, []
         return out
 
-    def outputs(self, result: CallResult, rest: str) -> None:
-        """The rest of the reply once the call is done: the message (if any), then the calls."""
+    def outputs(self, result: CallResult, rest: str, plan: list[tuple] | None = None) -> None:
+        """The rest of the reply once the call is done: the last streamed call's arguments, the message
+        (text not streamed yet), then the calls that did not stream."""
         status = "incomplete" if result.finish == "length" else "completed"
-        if self._msg is not None or result.content or not result.tool_calls:
+        plan = plan or [(None, c.arguments_json()) for c in result.tool_calls]
+        streamed = [(s, args) for s, args in plan if s is not None]
+        if self._call is not None and streamed:
+            for p in chunks(streamed[-1][1]):
+                self.call_delta(p)
+        self.close_call()
+        if self._msg is not None or rest or not result.tool_calls:
             for p in chunks(rest):
                 self.text(p)
             self.close_message(status)
-        for c in result.tool_calls:
-            self.function_call(c.id, c.name, c.arguments_json())
+        for c, (s, args) in zip(result.tool_calls, plan, strict=True):
+            if s is None:
+                self.function_call(c.id, c.name, args)
 
     # -- StreamProtocol ---------------------------------------------------------------------------
     def head(self, prompt_tokens: int) -> list[str]:
@@ -196,10 +215,18 @@ class ResponseEvents:
         self.text(piece)
         return self.drain()
 
-    def tail(self, result: CallResult, rest: str) -> list[str]:
+    def call_start(self, call: StreamedCall) -> list[str]:
+        self.open_call(call.id, call.name)
+        return self.drain()
+
+    def call_args(self, call: StreamedCall, delta: str) -> list[str]:
+        self.call_delta(delta)
+        return self.drain()
+
+    def tail(self, result: CallResult, rest: str, plan: list[tuple]) -> list[str]:
         if self.on_done is not None:
             self.on_done(result)
-        self.outputs(result, rest)
+        self.outputs(result, rest, plan)
         self.finish(result)
         return self.drain()
 
@@ -218,8 +245,8 @@ def _store_of(server, session) -> ResponseStore:
 
 
 async def responses(server, request: web.Request, session) -> web.StreamResponse:
-    max_tokens = _header_number(request, MAX_OUTPUT_HEADER, int)
-    temperature = _header_number(request, TEMPERATURE_HEADER, float)
+    max_tokens = header_number(request, MAX_OUTPUT_HEADER, int)
+    temperature = header_number(request, TEMPERATURE_HEADER, float)
     store = _store_of(server, session)
     async with server.intake.lane(request) as lane:
         req = await lane.offload(ResponsesRequest.model_validate_json, await server.intake.read(request, lane))
@@ -230,7 +257,7 @@ async def responses(server, request: web.Request, session) -> web.StreamResponse
             ev.on_done = lambda r: store.put(ev.id, [*conversation, Message("assistant", r.content, r.tool_calls)])
         if req.stream:
             text = text_stream(server.renderer, chat)
-            _, resp = await run_stream(request, server.capture.call(session, chat, lane, text), text, ev)
+            _, resp = await run_stream(request, server.capture.call(session, chat, lane, text), text, ev, session.counters)
             return resp
         result = await server.capture.call(session, chat, lane)
     if ev.on_done is not None:

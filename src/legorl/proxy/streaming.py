@@ -3,7 +3,8 @@
 `TextStream` decodes incrementally (a multi-byte character split across tokens waits for its last
 byte) and holds back any text that may still turn out to be a stop string or the start of a tool call:
 what it emits is always a prefix of the reply text the non-streamed call returns, and the rest is sent
-from the finished `CallResult` (`rest`). Tool calls are sent whole at the end of the call.
+from the finished `CallResult` (`rest`). Tool calls stream too where the parser's calls are JSON (`hermes`:
+`CallStream`, proxy/toolstream.py); other parsers' calls are sent whole at the end of the call.
 
 `run_stream` drives one call: the capture runs as a task, deltas are written as they come, and a
 client that disconnects cancels the task, which aborts the generation in the engine (nothing is
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Protocol
 
@@ -22,8 +24,10 @@ from aiohttp import web
 from legorl.proxy.capture import CallResult
 from legorl.proxy.errors import ProxyError
 from legorl.proxy.messages import ChatRequest
+from legorl.proxy.record import Counters
 from legorl.proxy.render import ChatRenderer
 from legorl.proxy.sse import open_stream
+from legorl.proxy.toolstream import CallStream, StreamedCall, reconcile
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +49,10 @@ class TextStream:
         self.ids: list[int] = []
         self.text = ""  # decoded text so far (complete characters only)
         self.sent = 0  # chars of `text` already emitted
-        self.frozen = False  # a marker was found: nothing after it is streamed
+        self.frozen = False  # a marker was found: nothing after it is streamed as text
+        self.frozen_at = -1  # where, when the marker was a tool-call opener
+        self.calls: CallStream | None = None  # streams the calls after a tool-call opener
+        self._tool_markers: tuple[str, ...] = ()
         self.tokens = 0  # ids received (a test reads it)
         self.prompt_tokens = 0  # set by the capture once the prompt is planned
         self._prefix = 0
@@ -71,9 +78,11 @@ class TextStream:
             return ""
         text, start = self.text, self.sent
         limit = len(text)
-        hits = [p for m in self._markers if (p := text.find(m, start)) >= 0]
+        hits = [(p, m) for m in self._markers if (p := text.find(m, start)) >= 0]
         if hits:
-            limit, self.frozen = min(hits), True
+            (limit, marker), self.frozen = min(hits), True
+            if marker in self._tool_markers and not any(p == limit and m not in self._tool_markers for p, m in hits):
+                self.frozen_at = limit
         else:
             limit -= _partial_tail(text, self._markers, start)
         if self._hold_space:
@@ -82,6 +91,19 @@ class TextStream:
             return ""
         self.sent = limit
         return text[start:limit]
+
+    def call_events(self) -> list[tuple]:
+        """Tool-call events (`CallStream.poll`) of the text after the tool-call opener, if any."""
+        if self.calls is None or self.frozen_at < 0:
+            return []
+        return self.calls.poll(self.text[self.frozen_at :])
+
+    def plan(self, result: CallResult) -> list[tuple]:
+        """Per parsed call: (its streamed call or None, arguments left to send); streamed ids kept."""
+        if self.calls is None or not self.calls.calls:
+            return [(None, c.arguments_json()) for c in result.tool_calls]
+        result.tool_calls[:], plan = reconcile(self.calls.calls, result.tool_calls)
+        return plan
 
     def rest(self, content: str) -> str:
         """What is left to send once the call is done, so the deltas add up to `content`."""
@@ -112,7 +134,11 @@ class StreamProtocol(Protocol):
 
     def delta(self, text: str) -> list[str]: ...
 
-    def tail(self, result: CallResult, rest: str) -> list[str]: ...
+    def call_start(self, call: StreamedCall) -> list[str]: ...
+
+    def call_args(self, call: StreamedCall, delta: str) -> list[str]: ...
+
+    def tail(self, result: CallResult, rest: str, plan: list[tuple]) -> list[str]: ...
 
     def error(self, err: ProxyError) -> list[str]: ...
 
@@ -123,21 +149,34 @@ def _disconnected(request: web.Request) -> bool:
 
 
 async def run_stream(request: web.Request, call: Coroutine[Any, Any, CallResult], text: TextStream,
-                     proto: StreamProtocol) -> tuple[CallResult | None, web.StreamResponse]:
+                     proto: StreamProtocol, counters: Counters | None = None) -> tuple[CallResult | None, web.StreamResponse]:
     """Run `call`, writing deltas as `text` releases them. Headers go out with the first delta, so an
     error before any token is still an HTTP error (raised from here). Returns (None, response) when
-    the client went away (the call was cancelled) or the call failed after the stream began."""
+    the client went away (the call was cancelled) or the call failed after the stream began. `counters`
+    get the time to the first streamed event (`streamed_calls`, `first_event_ms`)."""
+    t0 = time.monotonic()
+
+    async def opened(engine_s: float | None = None) -> web.StreamResponse:
+        resp = await open_stream(request) if engine_s is None else await open_stream(request, engine_s)
+        if counters is not None:
+            counters.streamed_calls += 1
+            counters.first_event_ms += round((time.monotonic() - t0) * 1000)
+        return resp
+
     task = asyncio.ensure_future(call)
     resp: web.StreamResponse | None = None
     try:
         while True:
             text.wake.clear()
             piece = text.take()
-            if piece:
+            out = proto.delta(piece) if piece else []
+            for ev in text.call_events():
+                out += proto.call_start(ev[1]) if ev[0] == "start" else proto.call_args(ev[1], ev[2])
+            if out:
                 if resp is None:
-                    resp = await open_stream(request)
+                    resp = await opened()
                     await resp.write("".join(proto.head(text.prompt_tokens)).encode())
-                await resp.write("".join(proto.delta(piece)).encode())
+                await resp.write("".join(out).encode())
             if task.done():
                 break
             waker = asyncio.ensure_future(text.wake.wait())
@@ -157,9 +196,12 @@ async def run_stream(request: web.Request, call: Coroutine[Any, Any, CallResult]
             await resp.write_eof()
             return None, resp
         if resp is None:
-            resp = await open_stream(request, result.engine_s)
+            resp = await opened(result.engine_s)
             await resp.write("".join(proto.head(result.prompt_tokens)).encode())
-        await resp.write("".join(proto.tail(result, text.rest(result.content))).encode())
+        for ev in text.call_events():  # the last tokens' events
+            tail = proto.call_start(ev[1]) if ev[0] == "start" else proto.call_args(ev[1], ev[2])
+            await resp.write("".join(tail).encode())
+        await resp.write("".join(proto.tail(result, text.rest(result.content), text.plan(result))).encode())
         await resp.write_eof()
         return result, resp
     except ConnectionResetError:  # the client closed the stream: stop its generation
@@ -180,4 +222,7 @@ def text_stream(renderer: ChatRenderer, req: ChatRequest) -> TextStream:
     stream = TextStream(renderer.decode, () if req.ignore_eos else renderer.stop_ids,
                         [*markers, *(parser_markers or ())], hold_space=tools_on)
     stream.frozen = tools_on and parser_markers is None
+    if tools_on and renderer.parser.streams_json_calls:
+        stream.calls = CallStream({t.name for t in req.tools})
+        stream._tool_markers = tuple(parser_markers or ())
     return stream

@@ -42,6 +42,8 @@ class ToolParser(ABC):
     # where a call can start in the text: a streamed reply's text stops at the first of these (the rest
     # is parsed at the end). None: unknown, so nothing is streamed before the call is done.
     stream_markers: tuple[str, ...] | None = None
+    # calls are `<tool_call>{"name": ..., "arguments": {...}}`: their arguments can stream (proxy/toolstream.py)
+    streams_json_calls: bool = False
 
     @abstractmethod
     def parse(self, text: str, tools: list[ToolSpec]) -> ParseResult:

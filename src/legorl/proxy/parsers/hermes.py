@@ -41,6 +41,7 @@ def _decode(body: str, known: set[str]) -> ToolCall | None:
 class HermesParser(ToolParser):
     name = "hermes"
     stream_markers = ("<tool_call>",)
+    streams_json_calls = True
 
     def parse(self, text: str, tools: list[ToolSpec]) -> ParseResult:
         if "<tool_call>" not in text:
