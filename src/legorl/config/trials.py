@@ -173,6 +173,11 @@ class AgentSection(Section):
     command_timeout_sec: float = Field(60.0, gt=0.0)
     """Limit of one command the scaffold runs in the sandbox (killed after it, the output says so): an interactive
     program (`vim`, `cat` with no file) otherwise holds its trial, and a sync step, for this long."""
+    pin_temperature: bool = True
+    """Every model call of a trial samples at the run's temperature (`rollout.temperature`; validation's
+    `trainer.val_temperature`), whatever the harness sends: Claude Code always sends 1.0, and the trainer scores
+    the tokens at the run's temperature, so another one breaks rollout/trainer fidelity. False: the harness's own
+    temperature is used. A pinned session counts the calls it changed in its `temperature_pinned` counter."""
 
 
 class SandboxSection(Section):

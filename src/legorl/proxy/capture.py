@@ -143,7 +143,11 @@ class Capture:
                 prompt_len, window,
             )
         stops = [] if req.ignore_eos else list(self.renderer.stop_ids)
-        temp = req.temperature if req.temperature >= GREEDY_BELOW else 0.0  # logits / 1e-300 would be inf
+        temp = req.temperature
+        if session.temperature is not None and temp != session.temperature:  # the run's, not the harness's
+            session.counters.temperature_pinned += 1
+            temp = session.temperature
+        temp = temp if temp >= GREEDY_BELOW else 0.0  # logits / 1e-300 would be inf
         sp = SamplingParams(temp, req.top_p, req.top_k, max_tokens, stops, req.seed)
         try:
             sp.validate()

@@ -35,6 +35,7 @@ class Counters:
     cached_prompt_tokens: int = 0
     streamed_calls: int = 0  # calls answered as a stream whose first event went out
     first_event_ms: int = 0  # summed over them: call start to the first streamed event (time to first token)
+    temperature_pinned: int = 0  # calls that asked for another temperature than the session's pinned one
 
 
 @dataclass

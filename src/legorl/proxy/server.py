@@ -119,6 +119,9 @@ class ProxyServer:
         """In-process callers (trial workers) are never refused nor expired; see `_open_http`."""
         sid = new_session_id()
         s = Session(sid, f"{self.url}/sess/{sid}", self.config.model_name, dict(metadata or {}), expires=expires)
+        pinned = s.metadata.get("temperature")  # a trial's temperature (the worker's agent.pin_temperature)
+        if isinstance(pinned, int | float) and not isinstance(pinned, bool) and pinned >= 0:
+            s.temperature = float(pinned)
         self.sessions[sid] = s
         return s
 

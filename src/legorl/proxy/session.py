@@ -31,6 +31,7 @@ class Session:
     epoch: int = 0  # bumped by every commit: a plan made off the event loop against an older epoch is redone
     responses: Any = None  # Responses API: response id -> conversation (routes_responses.ResponseStore), lazily
     one_request: bool = False  # a bare call's temporary session (`legorl serve` without X-Session-ID)
+    temperature: float | None = None  # pinned: every call samples at it, whatever the client sends (a trial's)
 
     def touch(self) -> None:
         self.last_active = time.monotonic()

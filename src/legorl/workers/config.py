@@ -36,6 +36,7 @@ class WorkerConfig:
     output_root: Path | None = None  # artifacts under <root>/trials/<exp>/step_<n>/<trial_id>/
     exp_name: str = "default"
     zero_reward_on_tamper: bool = True  # a verifier guard flag (reward hacking attempt) scores 0
+    pin_temperature: bool = True  # every call of a trial samples at `limits.temperature` (agent.pin_temperature)
 
     def __post_init__(self) -> None:
         for name in ("max_trials", "max_sandboxes", "max_scaffolds"):
@@ -61,4 +62,5 @@ def worker_config(cfg: RunConfig, output_root: Path | None = None) -> WorkerConf
         harnesses=[Harness(h.name, dict(h.kwargs), h.weight, h.label or "") for h in agent.mix],
         max_trials=n, max_sandboxes=n, max_scaffolds=n, agent_timeout_sec=agent.timeout_sec,
         verifier_timeout_sec=cfg.sandbox.verifier_timeout_sec, output_root=output_root, exp_name=cfg.run.name,
+        pin_temperature=agent.pin_temperature,
     )

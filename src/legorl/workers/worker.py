@@ -198,9 +198,10 @@ class _Trial:
 
     async def _agent_phase(self, sandbox: Sandbox, tdir: TrialDir) -> None:
         timeout, limits = self._limits()
-        endpoint, handle = await self.w.endpoints.open(
-            {"trial_id": self.spec.trial_id, "task_id": self.task.id, "attempt": self.spec.attempt}
-        )
+        meta: dict[str, Any] = {"trial_id": self.spec.trial_id, "task_id": self.task.id, "attempt": self.spec.attempt}
+        if self.cfg.pin_temperature:  # the proxy samples every call of the session at it (Session.temperature)
+            meta["temperature"] = limits.temperature
+        endpoint, handle = await self.w.endpoints.open(meta)
         t0 = time.monotonic()
         try:
             harness = choose_harness(self.cfg.harness_mix(), self.spec)
