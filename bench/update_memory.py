@@ -1,17 +1,19 @@
 """Peak RSS and time of the trainer update on an agent-shaped batch, per memory setting, each in a fresh
 subprocess (this machine is noisy: compare within a run).
 
-    .venv/bin/python bench/update_memory.py [--model smollm2-135m-instruct] [--updates 3] [--reps 1]
-                                            [--variants foreach,loop,loop+chunk256,...]
+    .venv/bin/python bench/update_memory.py [--model smollm2-135m-instruct] [--updates 2] [--reps 1]
+                                            [--groups 4] [--variants foreach,loop,loop+chunk256,...]
 
-The batch is what examples/agent-lookact.toml trains on: 4 GRPO groups x 8 trials (half solved), each a
+The batch is what examples/agent-lookact.toml trains on: `--groups` GRPO groups x 8 trials (half solved), each a
 ~150-token prompt shared by its group, then 3-4 turns of a ~25-token command (policy tokens) and a
 20-120-token command output (mask 0); rows of ~300-700 tokens. The trainer is that config's: activation
 checkpointing, 2,048-token micro-batches, shared prefixes, fused old logprobs. A variant names the AdamW
 step (`foreach`: torch's multi-tensor default; `loop`: foreach=False; `fused`) and optionally the vocabulary
 head's chunk (`+chunkN`, positions per chunk; default the code's). Reported: the process's peak RSS over
 `--updates` updates (AdamW's state is made in the first), the peak above the loaded trainer, and the
-median update time.
+median update time; then the RSS after the last update and after `trim_heap()` (what `legorl train` now
+runs after each update: the freed pages malloc held) and the trim's time. The micro-batch token budget, not
+the batch, sets the activations, so `--groups 1` shows the same peak at a quarter of the time.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from legorl.train.build import build_trainer
 from legorl.trial import TrialResult, TrialSpec, TrialTokens
 import legorl.train.logprobs as lp_mod
 
-model, variant, updates = sys.argv[1], sys.argv[2], int(sys.argv[3])
+model, variant, updates, groups = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 opt, _, chunk = variant.partition("+chunk")
 torch.manual_seed(0)
 cfg = load_config("examples/agent-lookact.toml", [f"model.path={model}", "model.gradient_checkpointing=true",
@@ -59,7 +61,7 @@ def batch(seed):
     rng = random.Random(seed)
     g = torch.Generator().manual_seed(seed)
     rows = []
-    for gi in range(4):
+    for gi in range(groups):
         prompt = torch.randint(0, 40000, (rng.randint(130, 170),), generator=g).tolist()
         for r in range(8):
             toks, mask = list(prompt), [0] * len(prompt)
@@ -82,13 +84,19 @@ for u in range(updates):
     t0 = time.perf_counter()
     t.update(b)
     times.append(time.perf_counter() - t0)
-print(json.dumps({"peak_gb": kb("VmHWM:") / 1e6, "above_gb": (kb("VmHWM:") - base) / 1e6,
-                  "times": times, "tokens": int(b.attention_mask.sum())}))
+peak, after = kb("VmHWM:"), kb("VmRSS:")
+from legorl.train.heap import trim_heap
+t0 = time.perf_counter()
+trim_heap()
+trim_s = time.perf_counter() - t0
+print(json.dumps({"peak_gb": peak / 1e6, "above_gb": (peak - base) / 1e6, "times": times,
+                  "tokens": int(b.attention_mask.sum()), "after_gb": after / 1e6, "trimmed_gb": kb("VmRSS:") / 1e6,
+                  "trim_s": trim_s}))
 """
 
 
-def run(model: str, variant: str, updates: int) -> dict:
-    res = subprocess.run([sys.executable, "-c", _CHILD, model, variant, str(updates)],
+def run(model: str, variant: str, updates: int, groups: int) -> dict:
+    res = subprocess.run([sys.executable, "-c", _CHILD, model, variant, str(updates), str(groups)],
                          capture_output=True, text=True)
     if res.returncode != 0:
         raise SystemExit(f"{variant}: {res.stderr[-2000:]}")
@@ -98,19 +106,21 @@ def run(model: str, variant: str, updates: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--updates", type=int, default=3)
+    ap.add_argument("--updates", type=int, default=2)
+    ap.add_argument("--groups", type=int, default=4)
     ap.add_argument("--reps", type=int, default=1)
-    ap.add_argument("--variants", default="foreach,loop,fused,loop+chunk1024,loop+chunk256")
+    ap.add_argument("--variants", default="foreach+chunk1024,loop+chunk1024,foreach+chunk256,loop+chunk256")
     args = ap.parse_args()
     variants = args.variants.split(",")
     out: dict[str, list[dict]] = {v: [] for v in variants}
     for _ in range(args.reps):
         for v in variants:  # alternated, so load drifts hit every variant alike
-            out[v].append(run(args.model, v, args.updates))
+            out[v].append(run(args.model, v, args.updates, args.groups))
             r = out[v][-1]
             print(f"  {v:16} peak {r['peak_gb']:.2f} GB (+{r['above_gb']:.2f} above the loaded trainer), "
-                  f"updates {', '.join(f'{x:.1f}' for x in r['times'])} s", flush=True)
-    print(f"[update memory] {args.model}, agent-lookact batch (32 rows, ~{out[variants[0]][0]['tokens']} tokens), "
+                  f"updates {', '.join(f'{x:.1f}' for x in r['times'])} s; RSS after {r['after_gb']:.2f} GB, "
+                  f"after trim_heap {r['trimmed_gb']:.2f} GB ({r['trim_s']:.2f} s)", flush=True)
+    print(f"[update memory] {args.model}, agent-lookact batch ({8 * args.groups} rows, ~{out[variants[0]][0]['tokens']} tokens), "
           f"{args.updates} updates, {args.reps} rep(s):")
     for v, rs in out.items():
         peak = min(r["peak_gb"] for r in rs)
