@@ -3,8 +3,8 @@
 
     engine   weights (serving dtype) + the KV pool (`serving.kv_budget_tokens`, allocated whole; a
              long run touches every block, so it all becomes resident) per embedded replica
-    trainer  fp32 master weights + grads + AdamW's two moments (16 B/param), the foreach AdamW step's
-             temporary (4 B/param), a frozen reference when `algorithm.kl_coef` > 0, the critic for GAE
+    trainer  fp32 master weights + grads + AdamW's two moments (16 B/param), the per-tensor AdamW step's
+             temporaries (sqrt(exp_avg_sq) and its scaled copy of the largest tensor), a frozen reference when `algorithm.kl_coef` > 0, the critic for GAE
     act      saved activations of one micro-batch at its token budget (`trainer.max_tokens_per_micro_batch`,
              else `micro_batch_size` x the longest row), ~(11 H + 4 I) fp32 values per token and layer
              (a decoder layer's saved tensors under SDPA); with `model.gradient_checkpointing` only each
@@ -33,7 +33,7 @@ from legorl.ops.checks import CheckResult, ok, skip, warn
 GB = 1e9
 BASE_BYTES = 0.7 * GB  # python + torch + transformers + tokenizer + proxy/workers, measured ~0.6-0.8 GB
 BLOCK_SIZE = 16  # the embedded engine's KV block
-LOGITS_CHUNK = 1024  # train/logprobs.py: positions per vocabulary-projection chunk
+LOGITS_CHUNK = 256  # train/logprobs.py: positions per vocabulary-projection chunk
 LOGITS_COPIES = 3  # logits, log-softmax, and the gradient flowing back through them
 WARM_START_TOKENS_PER_ROW = 512  # a demonstration transcript (system prompt + 2-4 turns): ~250-450 tokens
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
@@ -48,6 +48,7 @@ class ModelDims:
     vocab: int
     kv_heads: int
     head_dim: int
+    largest: int = 0  # elements of the biggest parameter tensor (the embedding, or a fused MoE expert block)
 
     @classmethod
     def from_config(cls, c: dict[str, Any]) -> ModelDims:
@@ -63,7 +64,8 @@ class ModelDims:
         mlp = 3 * h * inter * experts + (h * experts if experts > 1 else 0)
         embed = vocab * h * (1 if c.get("tie_word_embeddings") else 2)
         params = layers * (attn + mlp + 2 * h) + embed + h
-        return cls(params, layers, h, inter, vocab, kv, hd)
+        largest = max(vocab * h, h * inter * (2 * experts if experts > 1 else 1))
+        return cls(params, layers, h, inter, vocab, kv, hd, largest)
 
 
 @dataclass
@@ -122,7 +124,7 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
         rl += ["engine weights", "KV"]
     trainer_state = dims.params * 16.0  # fp32 weights + grads + AdamW exp_avg / exp_avg_sq
     parts["trainer weights+grads+AdamW"] = trainer_state
-    parts["AdamW temp"] = dims.params * 4.0  # torch's foreach AdamW: sqrt(exp_avg_sq) of every param at once
+    parts["AdamW temp"] = 2 * dims.largest * 4.0  # AdamW(foreach=False): two temporaries of one tensor at a time
     rl += ["trainer weights+grads+AdamW", "AdamW temp"]
     if a.kl_coef > 0:
         parts["reference"] = dims.params * 4.0

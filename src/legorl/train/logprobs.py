@@ -22,7 +22,7 @@ def token_logprobs(
     mask: torch.Tensor,
     temperature: float = 1.0,
     with_entropy: bool = False,
-    chunk: int = 1024,
+    chunk: int = 256,
     prefix: PrefixPlan | None = None,
     on_level: Callable[[Level], None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:

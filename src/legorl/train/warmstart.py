@@ -204,7 +204,8 @@ def finetune(model_dir: Path, examples: list[Example], section: WarmStartSection
     model.train(False)  # no dropout, as in the RL update
     if checkpointing:
         enable_activation_checkpointing(model)
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=section.lr, weight_decay=0.0)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=section.lr, weight_decay=0.0,
+                            foreach=False)  # no all-parameter temporary (train/actor.py)
     rng = random.Random(seed)
     nll: list[float] = []
     for epoch in range(1, section.epochs + 1):
