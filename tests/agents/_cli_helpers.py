@@ -139,3 +139,14 @@ def procs_matching(needle: str) -> list[str]:
             if needle in cmd:
                 out.append(f"{pid}: {cmd[:200]}")
     return out
+
+
+def assert_output_is_context(record, tokenizer, output: str, reply: str) -> None:
+    """The command's `output` reached the model as context (mask 0), never as policy tokens; the policy
+    sampled `reply`; every policy token has a logprob."""
+    policy = policy_logprobs(record)
+    assert policy and all(lp is not None and lp <= 0 for lp in policy)
+    b = record.main
+    context = tokenizer.decode([t for t, m in zip(b.token_ids, b.mask, strict=True) if not m])
+    sampled = tokenizer.decode([t for t, m in zip(b.token_ids, b.mask, strict=True) if m])
+    assert output in context and output not in sampled and reply in sampled

@@ -9,6 +9,7 @@ import pytest
 from _cli_helpers import (
     HangingManager,
     ScriptedManager,
+    assert_output_is_context,
     ensure_cli,
     policy_logprobs,
     procs_matching,
@@ -77,12 +78,7 @@ async def test_codex_runs_its_shell_in_the_sandbox(codex_installed, tiny_stack, 
     assert result.exit_status == "finished" and result.metadata["tool_uses"] == 1, result
     assert record.counters.calls == 2 and record.counters.tool_calls == 1
     assert record.counters.extensions == 1 and record.counters.rewrites == 0  # Codex sent back what it got
-    policy = policy_logprobs(record)
-    assert policy and all(lp is not None and lp <= 0 for lp in policy)
-    b = record.main  # the command's output reached the model as context (mask 0), never as policy tokens
-    context = tok.decode([t for t, m in zip(b.token_ids, b.mask, strict=True) if not m])
-    sampled = tok.decode([t for t, m in zip(b.token_ids, b.mask, strict=True) if m])
-    assert "No such file or directory" in context and "No such file" not in sampled and "Done." in sampled
+    assert_output_is_context(record, tok, "No such file", "Done.")
 
 
 async def test_codex_real_engine_rollout_is_captured(codex_installed, tiny_stack, tiny_llama_dir, task, sandbox_root,

@@ -10,7 +10,7 @@ import json
 import shutil
 
 import pytest
-from _cli_helpers import ScriptedManager, ensure_cli, policy_logprobs, run_trial
+from _cli_helpers import ScriptedManager, assert_output_is_context, ensure_cli, policy_logprobs, run_trial
 from _cli_helpers import tool_call as _call
 
 from legorl.agents.base import ScaffoldLimits, SessionEndpoint
@@ -103,12 +103,7 @@ async def test_qwen_runs_its_shell_in_the_sandbox(qwen_installed, long_stack, ta
     assert record.counters.calls == 2 and record.counters.tool_calls == 1
     assert record.counters.extensions == 1 and record.counters.rewrites == 0  # Qwen Code sent back what it got
     assert manager.temperatures == [0.7, 0.7]  # Qwen Code sends none: the relay's header carried the trial's
-    policy = policy_logprobs(record)
-    assert policy and all(lp is not None and lp <= 0 for lp in policy)
-    b = record.main  # the command's output reached the model as context (mask 0), never as policy tokens
-    context = tok.decode([t for t, m in zip(b.token_ids, b.mask, strict=True) if not m])
-    sampled = tok.decode([t for t, m in zip(b.token_ids, b.mask, strict=True) if m])
-    assert "No such file or directory" in context and "No such file" not in sampled and "Done." in sampled
+    assert_output_is_context(record, tok, "No such file", "Done.")
 
 
 async def test_qwen_real_engine_rollout_is_captured(qwen_installed, long_stack, long_tiny_dir, task, sandbox_root,
