@@ -150,3 +150,17 @@ def assert_output_is_context(record, tokenizer, output: str, reply: str) -> None
     context = tokenizer.decode([t for t, m in zip(b.token_ids, b.mask, strict=True) if not m])
     sampled = tokenizer.decode([t for t, m in zip(b.token_ids, b.mask, strict=True) if m])
     assert output in context and output not in sampled and reply in sampled
+
+
+def teacher_forced_mean_delta(model_dir, branch) -> float:
+    """Mean |recorded logprob - fp32 teacher-forced logprob| over a branch's policy tokens: what the trainer sees."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = hf(torch.tensor([branch.token_ids])).logits[0, :-1].float()
+    ref = torch.log_softmax(logits, -1).gather(1, torch.tensor(branch.token_ids[1:])[:, None])[:, 0].tolist()
+    deltas = [abs(lp - ref[i - 1]) for i, (m, lp) in enumerate(zip(branch.mask, branch.logprobs, strict=True)) if m]
+    assert deltas, "no policy tokens"
+    return sum(deltas) / len(deltas)

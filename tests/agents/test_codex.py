@@ -14,6 +14,7 @@ from _cli_helpers import (
     policy_logprobs,
     procs_matching,
     run_trial,
+    teacher_forced_mean_delta,
 )
 from _cli_helpers import tool_call as _call
 
@@ -93,17 +94,8 @@ async def test_codex_real_engine_rollout_is_captured(codex_installed, tiny_stack
     assert max(len(b.token_ids) for b in record.branches) > 1000  # Codex's tools and prompt reached the model
     policy = policy_logprobs(record)
     assert all(lp is not None and lp <= 0 for lp in policy) and any(lp < 0 for lp in policy)
-    # rollout vs a teacher-forced recompute of the same tokens (fp32): what the trainer will see
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    hf = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).eval()
-    b = record.main
-    with torch.no_grad():
-        logits = hf(torch.tensor([b.token_ids])).logits[0, :-1].float()
-    ref = torch.log_softmax(logits, -1).gather(1, torch.tensor(b.token_ids[1:])[:, None])[:, 0].tolist()
-    deltas = [abs(lp - ref[i - 1]) for i, (m, lp) in enumerate(zip(b.mask, b.logprobs, strict=True)) if m]
-    assert deltas and sum(deltas) / len(deltas) <= 1e-5, sum(deltas) / len(deltas)
+    delta = teacher_forced_mean_delta(tiny_llama_dir, record.main)  # rollout vs an fp32 recompute: what the trainer sees
+    assert delta <= 1e-5, delta
 
 
 async def test_codex_never_outlives_the_trial(codex_installed, tiny_stack, task, sandbox_root, tmp_path):
