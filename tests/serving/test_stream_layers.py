@@ -63,3 +63,21 @@ async def test_a_streamed_call_is_not_retried_elsewhere(engines):
     with pytest.raises(EngineClosedError, match="streamed tokens"):
         await task
     assert 0 < len(got) < 1500 and pool.get(rid) is not None and not pool.get(rid).healthy
+
+
+def test_a_replayed_stream_swallows_what_was_sent_and_refuses_other_tokens():
+    """A call re-run after a crash (same seed) streams each token once; a re-run that samples other
+    tokens than those already streamed fails loudly instead of contradicting the stream."""
+    from legorl.serving.types import CountingSink, EngineError
+
+    got: list[int] = []
+    sent = CountingSink(got.extend)
+    sent([1, 2])
+    sent([3])
+    again = sent.replay()
+    again([1])
+    again([2, 3, 4])
+    again([5])
+    assert got == [1, 2, 3, 4, 5] and sent.n == 5
+    with pytest.raises(EngineError, match="other tokens"):
+        sent.replay()([1, 9])

@@ -34,8 +34,8 @@ MAX_LEN = SMOLLM_VLLM_MAX_LEN
 TOL = 2e-4  # vLLM's CPU kernels vs HF eager attention, both fp32
 # generations cut mid-way (a weight sync, a kill): long enough that the cut, a few tokens in, lands inside
 # them even on a fast machine, short enough not to pay for hundreds of decode steps
-PARTIAL_TOKENS = 64
-RESTART_TOKENS = 96
+PARTIAL_TOKENS = 256  # long enough that the pause lands mid-generation on a fast CI box (64 finished first once)
+RESTART_TOKENS = 192
 
 
 @pytest.fixture
@@ -214,8 +214,9 @@ async def test_weight_update_serves_exactly_the_new_weights(engine, server, smol
 
 async def test_partial_rollout_resumes_across_a_weight_sync(engine, smollm_dir, model):
     """Async mode's sync: pause with abort, reload, resume the cut generation under the new weights; the
-    tokens before the cut carry the old version's exact logprobs, those after it the new one's. 64 tokens:
-    the pause comes right after the first 5 (`push` pauses before it exports), so the cut lands early."""
+    tokens before the cut carry the old version's exact logprobs, those after it the new one's. The pause
+    comes as soon as the first streamed tokens arrive (`push` pauses before it exports), so the cut lands
+    early in the 256 tokens asked."""
     from legorl.serving.manager import SingleReplicaManager
     from legorl.serving.partial import PartialRolloutManager
     from legorl.serving.weight_sync import WeightSync
@@ -226,8 +227,10 @@ async def test_partial_rollout_resumes_across_a_weight_sync(engine, smollm_dir, 
     original = {k: v.clone() for k, v in model.state_dict().items()}
     torch.manual_seed(1)
     new = {k: v + 0.02 * torch.randn_like(v) for k, v in original.items() if "layers.2." in k}
-    gen = asyncio.create_task(manager.generate(GenerateRequest(ids, sp(max_tokens=PARTIAL_TOKENS, ignore_eos=True, seed=5))))
-    await wait_generating(engine)
+    started = asyncio.Event()
+    gen = asyncio.create_task(manager.generate(GenerateRequest(
+        ids, sp(max_tokens=PARTIAL_TOKENS, ignore_eos=True, seed=5), on_tokens=lambda _ids: started.set())))
+    await asyncio.wait_for(started.wait(), 120)
     try:
         async with manager.syncing():
             await WeightSync([engine]).push(new, mode="abort")
@@ -247,11 +250,12 @@ async def test_partial_rollout_resumes_across_a_weight_sync(engine, smollm_dir, 
 
 async def test_a_dead_server_is_restarted_with_the_weights_it_served(server, smollm_dir, model):
     """kill -9 the whole server: the next call restarts it, reloads the newest weight version and
-    answers as before; a call cut by the crash is run again whole. The module's server is taken over
+    answers as before; a call cut by the crash is run again whole, and its stream carries each token
+    once, in order (the re-run checks the tokens already streamed). The module's server is taken over
     by an engine that owns it (as `VLLMEngine.launch` returns one): this test runs after every other
     test that uses it, and its engine stops it at the end (one vLLM start less for the suite).
-    96 tokens: the kill comes after the first 5, and the re-run generates all 96 again on the new server
-    (300 cost ~400 decode steps more for the same proof)."""
+    192 tokens: the kill comes with the first streamed ones, and the re-run generates all 192 again on
+    the new server."""
     import os
     import signal
 
@@ -264,12 +268,16 @@ async def test_a_dead_server_is_restarted_with_the_weights_it_served(server, smo
         new = {k: v + 0.02 * torch.randn_like(v) for k, v in model.state_dict().items() if "layers.3." in k}
         await eng.update_weights(new, version=1)
         served = await eng.prompt_logprobs(ids)
-        cut = asyncio.create_task(eng.generate(GenerateRequest(ids, sp(max_tokens=RESTART_TOKENS, ignore_eos=True, seed=4))))
-        await wait_generating(eng)
+        started, streamed = asyncio.Event(), []
+        cut = asyncio.create_task(eng.generate(GenerateRequest(
+            ids, sp(max_tokens=RESTART_TOKENS, ignore_eos=True, seed=4),
+            on_tokens=lambda chunk: (streamed.extend(chunk), started.set()))))
+        await asyncio.wait_for(started.wait(), 120)  # killed mid-generation, not after it
         pid = server.proc.pid
         os.killpg(pid, signal.SIGKILL)
         out = await asyncio.wait_for(cut, 300)
         assert len(out.token_ids) == RESTART_TOKENS and out.weight_version == 1 and eng.restarts == 1
+        assert streamed == out.token_ids
         assert server.proc.pid != pid and server.alive  # a new process on the same port
         assert max(abs(a - b) for a, b in zip(await eng.prompt_logprobs(ids), served, strict=True)
                    if a is not None) < TOL

@@ -29,10 +29,28 @@ class CountingSink:
 
     def __init__(self, sink: TokenSink) -> None:
         self.sink, self.n = sink, 0
+        self.sent: list[int] = []
 
     def __call__(self, ids: list[int]) -> None:
         self.n += len(ids)
+        self.sent.extend(ids)
         self.sink(ids)
+
+    def replay(self) -> TokenSink:
+        """A sink for the same call run again with the same seed: the ids already forwarded are checked
+        and swallowed, the rest forwarded; a re-run that samples other ids fails loudly (EngineError)."""
+        seen, before = 0, self.n
+
+        def sink(ids: list[int]) -> None:
+            nonlocal seen
+            head = ids[:max(0, before - seen)]
+            if head != self.sent[seen:seen + len(head)]:
+                raise EngineError(f"the re-run sampled other tokens than the {before} already streamed")
+            seen += len(head)
+            if len(ids) > len(head):
+                self(ids[len(head):])
+
+        return sink
 
 
 class EngineError(Exception):

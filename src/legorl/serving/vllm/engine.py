@@ -185,7 +185,8 @@ class VLLMEngine:
                 task.add_done_callback(lambda _: self._inflight.pop(request.request_id, None))
 
     async def _generate_surviving(self, request: GenerateRequest) -> TokenOutput:
-        """A call cut by the server's death runs again, whole, on the restarted server (same seed)."""
+        """A call cut by the server's death runs again, whole, on the restarted server (same seed); a
+        streamed one re-checks the tokens it already sent and streams only the rest."""
         seed = request.sampling.seed
         if seed is None:  # drawn once, so a re-run after a restart samples the same tokens
             seed = (self._seed * 1_000_003 + next(self._order)) % (2**63)
@@ -195,9 +196,11 @@ class VLLMEngine:
         try:
             return await self._generate(request, self._version, seed)
         except EngineError:
-            if (sent is not None and sent.n) or self._closed or self.server is None or not await self.server.died(within_s=3.0):
+            if self._closed or self.server is None or not await self.server.died(within_s=3.0):
                 raise
         await self._ensure_alive()
+        if sent is not None and sent.n:
+            request = dataclasses.replace(request, on_tokens=sent.replay())
         return await self._generate(request, self._version, seed)
 
     async def _generate(self, request: GenerateRequest, version: int, seed: int) -> TokenOutput:
