@@ -96,9 +96,8 @@ class RunConfig(Section):
                             f"{replicas}: give one URL per replica")
         if engine == "vllm" and self.serving.placement == "process":
             problems.append("serving.placement='process' is for embedded replicas; vLLM replicas are processes already")
-        if self.model.lora.enabled and engine == "vllm":
-            problems.append("model.lora.rank > 0 needs serving.engine='embedded': the vLLM engine does not load "
-                            "adapters yet (docs/lora.md)")
+        if self.model.lora.enabled and engine == "vllm" and self.model.lora.rank > 512:
+            problems.append(f"model.lora.rank={self.model.lora.rank}: vLLM serves adapters up to rank 512")
         if engine == "remote":
             if not self.model.lora.enabled:
                 problems.append("serving.engine='remote' shares a server's base model: it needs model.lora.rank > 0 "

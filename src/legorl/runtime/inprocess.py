@@ -44,6 +44,7 @@ def engine_spec(cfg: RunConfig, model_dir: Path, run_dir: RunDir | None = None) 
         threads_per_replica=serving.threads_per_replica, return_routed_experts=r3, vllm=serving.vllm,
         work_dir=run_dir.vllm if run_dir is not None else None, device=serving.device, dtype=serving.dtype,
         remote=serving.remote.model_copy(update={"adapter": serving.remote.adapter or cfg.run.name}),
+        lora_rank=cfg.model.lora.rank if serving.engine == "vllm" else 0, lora_name=cfg.run.name,
     )
 
 

@@ -44,6 +44,40 @@ def split_adapter(state_dict: Mapping[str, Any]) -> dict[str, dict[str, torch.Te
     return mods
 
 
+def write_peft_adapter(state: Mapping[str, torch.Tensor], out: str | Path, base_model: str = "") -> Path:
+    """Write an adapter in the wire format above as a PEFT LoRA directory (`adapter_config.json` +
+    `adapter_model.safetensors`): tensors renamed `base_model.model.<module>.lora_A.weight`, `lora_alpha` recovered
+    from the scaling (alpha / r), `target_modules` a regex of the exact module paths so PEFT (and vLLM) wrap those
+    layers and nothing else. One rank and one scaling for every module (ValueError otherwise). `legorl export`
+    and the vLLM engine's weight sync both write adapters with this."""
+    import json
+
+    from safetensors.torch import save_file
+
+    mods = split_adapter(state)
+    ranks = {int(p["A"].shape[0]) for p in mods.values()}
+    scalings = {round(float(p["scaling"]), 6) for p in mods.values()}
+    if len(ranks) != 1 or len(scalings) != 1:
+        raise ValueError(f"the adapter mixes ranks {sorted(ranks)} / scalings {sorted(scalings)}")
+    (rank,), (scaling,) = ranks, scalings
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tensors = {}
+    for module, p in mods.items():
+        tensors[f"base_model.model.{module}.lora_A.weight"] = p["A"].detach().to("cpu").contiguous()
+        tensors[f"base_model.model.{module}.lora_B.weight"] = p["B"].detach().to("cpu").contiguous()
+    save_file(tensors, str(out / "adapter_model.safetensors"), metadata={"format": "pt"})
+    config = {
+        "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": str(base_model),
+        "r": rank, "lora_alpha": scaling * rank, "lora_dropout": 0.0, "bias": "none",
+        "target_modules": "(?:" + "|".join(re.escape(m) for m in sorted(mods)) + ")",
+        "fan_in_fan_out": False, "inference_mode": True, "init_lora_weights": True, "use_rslora": False,
+        "use_dora": False, "modules_to_save": None,
+    }
+    (out / "adapter_config.json").write_text(json.dumps(config, indent=1))
+    return out
+
+
 def read_peft_adapter(directory: str | Path) -> dict[str, torch.Tensor]:
     """A PEFT LoRA adapter directory (`adapter_config.json` + `adapter_model.safetensors`, as `legorl export`
     writes it) in the wire format above; ValueError naming what is wrong (rsLoRA, DoRA, per-module ranks and

@@ -37,6 +37,8 @@ class EngineSpec:
     device: str = "cpu"  # embedded: `auto` (CUDA when present), `cpu`, `cuda[:N]`
     dtype: Literal["float32", "bfloat16"] = "float32"  # embedded: the model's and the KV cache's dtype
     remote: RemoteSection = field(default_factory=RemoteSection)  # remote: the shared server and the adapter name
+    lora_rank: int = 0  # vLLM: > 0 starts the servers with --enable-lora for the run's adapter
+    lora_name: str = "policy"  # vLLM: the adapters' names in the servers are `<lora_name>-v<version>`
 
     def __post_init__(self) -> None:
         if self.kind not in (*ENGINE_KINDS, "remote"):
@@ -89,6 +91,7 @@ async def start_engines(spec: EngineSpec) -> list[Engine]:
 
 async def _start_vllm(spec: EngineSpec) -> list[Engine]:
     from legorl.serving.vllm import SafetensorsExporter, VLLMEngine, VLLMServerConfig
+    from legorl.serving.vllm.lora import AdapterExporter, VLLMLora
 
     v = spec.vllm
     window = _window(spec.model_dir)
@@ -96,21 +99,27 @@ async def _start_vllm(spec: EngineSpec) -> list[Engine]:
     # shared by the replicas; each closes it, the last removes its files
     exporter = SafetensorsExporter(Path(v.weights_dir) if v.weights_dir else None).share(spec.n_replicas)
     seeds = [spec.seed + 7919 * i for i in range(spec.n_replicas)]
+    # a LoRA run: each version's adapter is written once, next to the exporter's files (removed with them)
+    adapters = AdapterExporter(exporter.root, str(spec.model_dir)) if spec.lora_rank else None
+
+    def lora() -> VLLMLora | None:
+        return VLLMLora(spec.lora_rank, adapters, spec.lora_name) if adapters else None
+
     if v.urls:
         if len(v.urls) != spec.n_replicas:
             raise ValueError(f"{len(v.urls)} vLLM URL(s) for {spec.n_replicas} replica(s): give one per replica")
         starts = [VLLMEngine.attach(u, model_dir=spec.model_dir, exporter=exporter, seed=seeds[i], name=f"vllm{i}",
-                                    owns_exporter=True)
+                                    owns_exporter=True, lora=lora())
                   for i, u in enumerate(v.urls)]
     else:
         starts = [VLLMEngine.launch(VLLMServerConfig(
             model_dir=spec.model_dir, dtype=v.dtype, max_model_len=max_len, max_num_seqs=spec.max_num_seqs or 64,
             seed=seeds[i], enforce_eager=v.enforce_eager, tensor_parallel_size=v.tensor_parallel_size,
             kv_cache_gib=v.kv_cache_gib, gpu_memory_utilization=v.gpu_memory_utilization,
-            return_routed_experts=spec.return_routed_experts, extra_args=list(v.extra_args),
+            return_routed_experts=spec.return_routed_experts, lora_rank=spec.lora_rank, extra_args=list(v.extra_args),
             executable=v.executable, work_dir=spec.work_dir / f"replica{i}" if spec.work_dir else None,
             startup_timeout_s=v.startup_timeout_sec,
-        ), exporter=exporter, name=f"vllm{i}", owns_exporter=True) for i in range(spec.n_replicas)]
+        ), exporter=exporter, name=f"vllm{i}", owns_exporter=True, lora=lora()) for i in range(spec.n_replicas)]
     results = await asyncio.gather(*starts, return_exceptions=True)
     engines = [e for e in results if not isinstance(e, BaseException)]
     errors = [e for e in results if isinstance(e, BaseException)]

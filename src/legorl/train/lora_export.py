@@ -8,13 +8,12 @@ regex of the exact module paths, so PEFT wraps the same layers and nothing else.
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
+from legorl.serving.adapter import write_peft_adapter
 from legorl.train.lora import ADAPTER_FILE
 
 
@@ -32,26 +31,10 @@ def _modules(state: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor
 
 def export_peft_adapter(checkpoint: Path, base_model_dir: Path, out: Path) -> Path:
     """adapter_config.json + adapter_model.safetensors, loadable by `peft.PeftModel.from_pretrained`."""
-    mods = _modules(load_file(str(checkpoint / ADAPTER_FILE)))
-    ranks = {int(p["lora_A"].shape[0]) for p in mods.values()}
-    scalings = {round(float(p["lora_scaling"]), 6) for p in mods.values()}
-    if len(ranks) != 1 or len(scalings) != 1:
-        raise ValueError(f"{checkpoint}: the adapter mixes ranks {sorted(ranks)} / scalings {sorted(scalings)}")
-    (rank,), (scaling,) = ranks, scalings
-    out.mkdir(parents=True, exist_ok=True)
-    tensors = {}
-    for module, p in mods.items():
-        tensors[f"base_model.model.{module}.lora_A.weight"] = p["lora_A"].contiguous()
-        tensors[f"base_model.model.{module}.lora_B.weight"] = p["lora_B"].contiguous()
-    save_file(tensors, str(out / "adapter_model.safetensors"), metadata={"format": "pt"})
-    config = {
-        "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": str(base_model_dir),
-        "r": rank, "lora_alpha": scaling * rank, "lora_dropout": 0.0, "bias": "none",
-        "target_modules": "(?:" + "|".join(re.escape(m) for m in sorted(mods)) + ")",
-        "fan_in_fan_out": False, "inference_mode": True, "init_lora_weights": True, "use_rslora": False,
-        "use_dora": False, "modules_to_save": None,
-    }
-    (out / "adapter_config.json").write_text(json.dumps(config, indent=1))
+    try:
+        write_peft_adapter(load_file(str(checkpoint / ADAPTER_FILE)), out, str(base_model_dir))
+    except ValueError as e:
+        raise ValueError(f"{checkpoint}: {e}") from e
     _tokenizer(base_model_dir, out)
     return out
 

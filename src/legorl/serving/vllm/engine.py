@@ -16,9 +16,7 @@ version that served all of its tokens.
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
-import io
 import itertools
 import json
 import logging
@@ -29,7 +27,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
-import numpy as np
 
 from legorl.serving.types import (
     MAX_TEMPERATURE,
@@ -46,9 +43,10 @@ from legorl.serving.types import (
     TokenOutput,
     TokenSink,
 )
+from legorl.serving.vllm.lora import VLLMLora, refuse_adapter_update
 from legorl.serving.vllm.metrics import VLLMMetrics
-from legorl.serving.vllm.server import VLLMServer, VLLMServerConfig
-from legorl.serving.vllm.stream import StreamHTTPError, raise_for, stream_completion
+from legorl.serving.vllm.server import VLLMServer, VLLMServerConfig, vocab_size
+from legorl.serving.vllm.stream import attach_routing, raise_for, stream_checked
 from legorl.serving.vllm.weights import (
     SafetensorsExporter,
     check_state_dict,
@@ -84,6 +82,7 @@ class VLLMEngine:
         weight_version: int = 0,
         max_restarts: int = 3,
         owns_exporter: bool = False,
+        lora: VLLMLora | None = None,
     ):
         self.url = url.rstrip("/")
         self.served_name = served_name
@@ -114,24 +113,30 @@ class VLLMEngine:
         self.max_restarts = max_restarts  # an owned server that dies is restarted with its weights
         self.restarts = 0
         self._revive_lock = asyncio.Lock()
+        self._lora = lora  # a LoRA run: the server applies the run's adapter (lora.py)
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
     async def launch(cls, config: VLLMServerConfig, *, exporter: SafetensorsExporter | None = None,
-                     name: str = "vllm", owns_exporter: bool = False) -> VLLMEngine:
-        """Start a server for `config.model_dir` and return an engine that owns it."""
+                     name: str = "vllm", owns_exporter: bool = False, lora: VLLMLora | None = None) -> VLLMEngine:
+        """Start a server for `config.model_dir` and return an engine that owns it (`config.lora_rank`: with
+        `--enable-lora`, serving the adapters `update_weights` brings)."""
+        if config.lora_rank and lora is None:
+            lora = VLLMLora(config.lora_rank)
         server = VLLMServer(config)
         await server.start()
         engine = cls(server.url, served_name=config.served_name, max_model_len=config.max_model_len,
-                     vocab_size=_vocab_size(config.model_dir), server=server, model_dir=config.model_dir,
-                     exporter=exporter, seed=config.seed, name=name, owns_exporter=owns_exporter)
+                     vocab_size=vocab_size(config.model_dir), server=server, model_dir=config.model_dir,
+                     exporter=exporter, seed=config.seed, name=name, owns_exporter=owns_exporter, lora=lora)
         log.info("vLLM replica %s ready at %s in %.1f s (log %s)", name, server.url, server.startup_s, server.log_path)
         return engine
 
     @classmethod
     async def attach(cls, url: str, *, model_dir: Path | None = None, exporter: SafetensorsExporter | None = None,
-                     seed: int = 0, name: str = "vllm", owns_exporter: bool = False) -> VLLMEngine:
-        """Drive a server someone else started (it needs VLLM_SERVER_DEV_MODE=1 for weight sync)."""
+                     seed: int = 0, name: str = "vllm", owns_exporter: bool = False,
+                     lora: VLLMLora | None = None) -> VLLMEngine:
+        """Drive a server someone else started (it needs VLLM_SERVER_DEV_MODE=1 for weight sync; `lora`:
+        --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True too)."""
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
             try:
                 async with s.get(url.rstrip("/") + "/v1/models") as r:
@@ -144,8 +149,9 @@ class VLLMEngine:
             raise EngineError(f"the vLLM server at {url} serves no model")
         version = int(raw_version) if isinstance(raw_version, str) and raw_version.isdigit() else 0
         return cls(url, served_name=models[0]["id"], max_model_len=int(models[0].get("max_model_len") or 2048),
-                   vocab_size=_vocab_size(model_dir) if model_dir else None, model_dir=model_dir,
-                   exporter=exporter, seed=seed, name=name, weight_version=version, owns_exporter=owns_exporter)
+                   vocab_size=vocab_size(model_dir) if model_dir else None, model_dir=model_dir,
+                   exporter=exporter, seed=seed, name=name, weight_version=version, owns_exporter=owns_exporter,
+                   lora=lora)
 
     # -- protocol ----------------------------------------------------------------------------------
     @property
@@ -206,7 +212,7 @@ class VLLMEngine:
     async def _generate(self, request: GenerateRequest, version: int, seed: int) -> TokenOutput:
         sp, ids = request.sampling, request.prompt_ids
         body: dict[str, Any] = {
-            "model": self.served_name, "prompt": list(ids), "request_id": request.request_id,
+            "model": self._model(), "prompt": list(ids), "request_id": request.request_id,
             "max_tokens": min(sp.max_tokens, self.max_model_len - len(ids)),
             # extreme but valid values, bounded so vLLM's float32 sampler stays finite for the whole batch
             "temperature": min(sp.temperature, MAX_TEMPERATURE), "top_p": max(sp.top_p, MIN_TOP_P), "seed": seed,
@@ -234,19 +240,12 @@ class VLLMEngine:
             cached_prompt_tokens=int(details.get("cached_tokens") or 0), decode_time_s=time.perf_counter() - t0,
         )
         if request.return_routed_experts:
-            self._attach_routing(out, choice.get("routed_experts"))
+            attach_routing(out, choice.get("routed_experts"))
         return out
 
-    @staticmethod
-    def _attach_routing(out: TokenOutput, encoded: str | None) -> None:
-        """Rows over prompt + output positions (`num_tokens - 1`), split as `TokenOutput` documents.
-        None when the server runs without --enable-return-routed-experts (a dense model, or R3 off)."""
-        if encoded is None:
-            return
-        routing = np.load(io.BytesIO(base64.b64decode(encoded)), allow_pickle=False).astype(np.int32)
-        split = out.prompt_len - 1
-        out.prompt_routed_experts = routing[:split]
-        out.routed_experts = routing[split:split + len(out.token_ids)]
+    def _model(self) -> str:
+        """The `model` a request names: the served base, or in a LoRA run the adapter the server last accepted."""
+        return self._lora.model(self.served_name) if self._lora is not None else self.served_name
 
     async def prompt_logprobs(self, token_ids: list[int], temperature: float = 1.0) -> list[float | None]:
         """vLLM computes prompt logprobs from the raw logits: only temperature 1 is exact."""
@@ -258,7 +257,7 @@ class VLLMEngine:
         await self.start()
         await self._unpaused.wait()
         await self._ensure_alive()
-        body = {"model": self.served_name, "prompt": list(token_ids), "max_tokens": 1, "temperature": 0.0,
+        body = {"model": self._model(), "prompt": list(token_ids), "max_tokens": 1, "temperature": 0.0,
                 "prompt_logprobs": 0, "return_token_ids": True}
         data = await self._post("/v1/completions", body)
         rows = data["choices"][0].get("prompt_logprobs") or []
@@ -320,12 +319,17 @@ class VLLMEngine:
 
     async def update_weights(self, state_dict: Mapping[str, object], version: int, mode: Mode = "wait") -> None:
         """Validate, write safetensors (once per version per exporter), reload them in the server, reset
-        its prefix cache (cached KV belongs to the old weights) and record the version."""
+        its prefix cache (cached KV belongs to the old weights) and record the version. A LoRA run's update
+        is its adapter: written as a PEFT directory and loaded under a new name (lora.py)."""
         if self.model_dir is None:
             raise InvalidRequestError("weight sync to an attached vLLM server needs its model_dir")
         if self._shapes is None:  # the served checkpoint, read once
             self._shapes, self._tied = checkpoint_shapes(self.model_dir), tied_embeddings(self.model_dir)
-        check_state_dict(state_dict, self._shapes, self._tied)
+        if self._lora is not None:
+            lora_dir = await self._lora.export(state_dict, version, self._shapes)
+        else:
+            refuse_adapter_update(state_dict)
+            check_state_dict(state_dict, self._shapes, self._tied)
         await self._ensure_alive()
         if self._exporter is None:
             self._exporter, self._owns_exporter = SafetensorsExporter(), True
@@ -334,8 +338,10 @@ class VLLMEngine:
             if not was_paused:
                 await self.pause(mode)
             try:
-                path = await self._exporter.export(state_dict, version, self._tied)
-                await self._load(path, version)
+                if self._lora is not None:
+                    await self._lora.load(self._post, lora_dir, version)
+                else:
+                    await self._load(await self._exporter.export(state_dict, version, self._tied), version)
                 await self._post("/reset_prefix_cache", None)
                 self._version = version
             finally:
@@ -401,6 +407,8 @@ class VLLMEngine:
             await self.server.stop()
         if self._owns_exporter and self._exporter is not None:
             self._exporter.close()
+        if self._lora is not None:
+            self._lora.close()
 
     # -- internals -----------------------------------------------------------------------------
     async def _poll_metrics(self) -> None:
@@ -431,6 +439,9 @@ class VLLMEngine:
                 await self.server.restart()
             except EngineError as exc:  # closed: a pool fails the replica's calls over to the others
                 raise EngineClosedError(f"vLLM server of {self.name} died and did not restart: {exc}") from exc
+            if self._lora is not None:  # the base is the checkpoint; the adapter goes back before any request
+                await self._lora.restore(self._post)
+                return
             latest = self._exporter.latest if self._exporter else None
             if self._version == 0 and latest is None:
                 return
@@ -479,19 +490,8 @@ class VLLMEngine:
         """`/v1/completions` streamed: `sink` gets each chunk's ids (not retried: tokens went out)."""
         await self.start()
         assert self._session is not None
-        path = "/v1/completions"
         try:
-            return await stream_completion(self._session, self.url + path, body, sink)
-        except StreamHTTPError as e:
-            raise_for(path, e.status, e.text, self.max_model_len)
-        except (aiohttp.ClientError, ValueError) as e:
+            return await stream_checked(self._session, self.url, body, sink, self.max_model_len)
+        except EngineError:
             self._check_open()
-            raise EngineError(f"vLLM server {self.url} failed on streamed {path}: {e}") from e
-        raise AssertionError("unreachable")
-
-
-def _vocab_size(model_dir: Path | None) -> int | None:
-    try:
-        return int(json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"])  # type: ignore[arg-type]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+            raise

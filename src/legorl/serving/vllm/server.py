@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import json
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ from pathlib import Path
 import aiohttp
 
 from legorl.serving.types import EngineError
+from legorl.serving.vllm.lora import LORA_ENV, lora_server_args
 
 
 class VLLMNotInstalledError(EngineError):
@@ -55,6 +57,7 @@ class VLLMServerConfig:
     kv_cache_gib: int = 2  # CPU build: VLLM_CPU_KVCACHE_SPACE (whole GiB)
     gpu_memory_utilization: float | None = None  # GPU build: None keeps vLLM's default
     return_routed_experts: bool = False
+    lora_rank: int = 0  # > 0: --enable-lora for adapters of this rank, loaded at run time (lora.py)
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     executable: str | None = None  # None: find_vllm_executable()
@@ -78,6 +81,14 @@ def find_vllm_executable(explicit: str | None = None) -> str:
     raise VLLMNotInstalledError(
         "vLLM is not installed: run `bash scripts/setup.sh` (builds vLLM's CPU build into .venv-vllm) "
         "or set serving.vllm_executable / $LEGORL_VLLM to a `vllm` executable")
+
+
+def vocab_size(model_dir: Path | None) -> int | None:
+    """The vocabulary size in a HF model directory's config.json (None when unknown)."""
+    try:
+        return int(json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"])  # type: ignore[arg-type]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -149,6 +160,8 @@ class VLLMServer:
             cmd += ["--gpu-memory-utilization", str(c.gpu_memory_utilization)]
         if c.return_routed_experts:
             cmd.append("--enable-return-routed-experts")
+        if c.lora_rank:
+            cmd += lora_server_args(c.lora_rank)
         return cmd + list(c.extra_args)
 
     def environment(self) -> dict[str, str]:
@@ -163,6 +176,8 @@ class VLLMServer:
         })
         if self.config.return_routed_experts:  # routed-expert output lives in Model Runner V2 (GPU only)
             env["VLLM_USE_V2_MODEL_RUNNER"] = "1"
+        if self.config.lora_rank:  # /v1/load_lora_adapter and /v1/unload_lora_adapter
+            env.update(LORA_ENV)
         env.pop("PYTHONPATH", None)  # the trainer's path must not leak into vLLM's venv
         env.update(self.config.env)
         return env

@@ -1,15 +1,19 @@
 """Token streaming from a `vllm serve`: `/v1/completions` with `stream: true` and `return_token_ids`,
 each SSE chunk's token ids handed to the request's sink as it arrives, folded back into the one
-response body the non-streamed call returns (so the caller builds the same `TokenOutput`)."""
+response body the non-streamed call returns (so the caller builds the same `TokenOutput`). Also decodes a
+completion's routed-experts block (R3) into the `TokenOutput`."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from typing import Any
 
 import aiohttp
+import numpy as np
 
-from legorl.serving.types import ContextLengthError, EngineError, InvalidRequestError, TokenSink
+from legorl.serving.types import ContextLengthError, EngineError, InvalidRequestError, TokenOutput, TokenSink
 
 
 class StreamHTTPError(Exception):
@@ -73,3 +77,28 @@ def error_message(text: str) -> str:
     if isinstance(err, dict):
         return str(err.get("message") or err.get("detail") or err)[:500]
     return str(err)[:500]
+
+
+def attach_routing(out: TokenOutput, encoded: str | None) -> None:
+    """R3: the routing rows of a completion (over prompt + output positions, `num_tokens - 1`), split as
+    `TokenOutput` documents. None when the server runs without --enable-return-routed-experts (a dense model,
+    or R3 off)."""
+    if encoded is None:
+        return
+    routing = np.load(io.BytesIO(base64.b64decode(encoded)), allow_pickle=False).astype(np.int32)
+    split = out.prompt_len - 1
+    out.prompt_routed_experts = routing[:split]
+    out.routed_experts = routing[split:split + len(out.token_ids)]
+
+
+async def stream_checked(session: aiohttp.ClientSession, base_url: str, body: dict[str, Any], sink: TokenSink,
+                         max_model_len: int) -> dict[str, Any]:
+    """`stream_completion` on `base_url`'s `/v1/completions`, any failure raised as the engine error it means."""
+    path = "/v1/completions"
+    try:
+        return await stream_completion(session, base_url + path, body, sink)
+    except StreamHTTPError as e:
+        raise_for(path, e.status, e.text, max_model_len)
+    except (aiohttp.ClientError, ValueError) as e:
+        raise EngineError(f"vLLM server {base_url} failed on streamed {path}: {e}") from e
+    raise AssertionError("unreachable")
