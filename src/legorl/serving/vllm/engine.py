@@ -339,7 +339,7 @@ class VLLMEngine:
                 await self.pause(mode)
             try:
                 if self._lora is not None:
-                    await self._lora.load(self._post, lora_dir, version)
+                    await self._lora.load(self._post_plain, lora_dir, version)
                 else:
                     await self._load(await self._exporter.export(state_dict, version, self._tied), version)
                 await self._post("/reset_prefix_cache", None)
@@ -440,7 +440,7 @@ class VLLMEngine:
             except EngineError as exc:  # closed: a pool fails the replica's calls over to the others
                 raise EngineClosedError(f"vLLM server of {self.name} died and did not restart: {exc}") from exc
             if self._lora is not None:  # the base is the checkpoint; the adapter goes back before any request
-                await self._lora.restore(self._post)
+                await self._lora.restore(self._post_plain)
                 return
             latest = self._exporter.latest if self._exporter else None
             if self._version == 0 and latest is None:
@@ -462,7 +462,8 @@ class VLLMEngine:
                 f"prompt of {len(ids)} tokens leaves no room in the model's context of {self.max_model_len}",
                 len(ids), self.max_model_len)
 
-    async def _post(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    async def _post(self, path: str, body: dict[str, Any] | None, plain: bool = False) -> dict[str, Any]:
+        """POST, raising the engine error a failure means; `plain`: the route answers text (`{"text": ...}`)."""
         await self.start()
         assert self._session is not None
         for attempt in (0, 1):
@@ -482,9 +483,12 @@ class VLLMEngine:
         if status >= 400:
             raise_for(path, status, text, self.max_model_len)
         try:
-            return json.loads(text) if text else {}
+            return {"text": text} if plain else json.loads(text) if text else {}
         except ValueError as e:
             raise EngineError(f"vLLM returned non-JSON on {path}: {text[:200]}") from e
+
+    async def _post_plain(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        return await self._post(path, body, plain=True)
 
     async def _stream(self, body: dict[str, Any], sink: TokenSink) -> dict[str, Any]:
         """`/v1/completions` streamed: `sink` gets each chunk's ids (not retried: tokens went out)."""
