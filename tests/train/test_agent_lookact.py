@@ -1,6 +1,7 @@
-"""examples/agent-lookact.toml through `legorl train` on the tiny model and six look-act kinds, 3 steps: the
-warm start shows one demonstration of each training kind and none of the held-out one, the RL steps draw
-only the other tasks, and the sampler judges kinds (not tasks) and reports it each step."""
+"""examples/agent-lookact.toml through `legorl train` on the tiny model and six look-act kinds, 2 steps and a
+resumed third: the warm start shows one demonstration of each training kind and none of the held-out one,
+the RL steps draw only the other tasks, and the sampler judges kinds (not tasks), reports it each step and
+keeps its records across `--resume`."""
 
 from __future__ import annotations
 
@@ -43,9 +44,14 @@ def test_lookact_trains_with_a_demonstration_per_kind_and_a_per_kind_sampler(tin
     kind = {t.id: t.metadata["kind"] for t in train + val}
     train_kinds, held = {kind[t.id] for t in train}, {kind[t.id] for t in val}
     assert len(train_kinds) == 5 and len(held) == 1
-    proc = subprocess.run([sys.executable, "-m", "legorl.cli", "train", str(CONFIG), *overrides, "--no-progress"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    def legorl_train(*extra: str) -> None:
+        proc = subprocess.run([sys.executable, "-m", "legorl.cli", "train", str(CONFIG), *overrides, *extra,
+                               "--no-progress"], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    legorl_train("trainer.total_steps=2", "trainer.save_freq=2")  # steps 1-2, a checkpoint, then ...
+    legorl_train("--resume")  # ... step 3 in a new process: the sampler's records must come back
     run = tmp_path / "la"
     rows = [json.loads(x) for x in (run / "logs" / "la.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
