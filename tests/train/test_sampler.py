@@ -257,9 +257,9 @@ def test_sample_by_config():
     from legorl.config import load_config
     from legorl.config.run import RunConfig
 
-    with pytest.raises(ValueError, match="tasks.sample_by keys the pass-rate records: it needs tasks.sampling"):
+    with pytest.raises(ValueError, match=r"tasks\.sample_by keys the pass-rate records: it needs tasks\.sampling"):
         load_config(None, ["tasks.sample_by=kind"])
-    with pytest.raises(ValueError, match="tasks.sample_by needs tasks.dead_task_weight > 0"):
+    with pytest.raises(ValueError, match=r"tasks\.sample_by needs tasks\.dead_task_weight > 0"):
         load_config(None, ["tasks.sampling=pass_rate", "tasks.sample_by=kind", "tasks.dead_task_weight=0"])
     cfg = RunConfig.model_validate({"tasks": {"sampling": "pass_rate", "sample_by": "kidn"}})
     with pytest.raises(ValueError, match=r"tasks.sample_by='kidn': none of the 36 training tasks has it"):

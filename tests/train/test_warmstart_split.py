@@ -37,7 +37,7 @@ def test_share_per_value_takes_each_kind(tmp_path):
     assert Counter(t.metadata["kind"] for t in share) == {"a": 1, "b": 1, "c": 1, "e": 1}
     assert sorted(t.id for t in rest + share) == sorted(t.id for t in tasks)
     assert [t.id for t in share] == [t.id for t in tasks if t in share]  # input order kept
-    rest2, share2 = share_per_value(list(reversed(tasks)), 0.1, "kind", seed=0)
+    _, share2 = share_per_value(list(reversed(tasks)), 0.1, "kind", seed=0)
     assert {t.id for t in share2} == {t.id for t in share}  # order-free
     others = [share_per_value(tasks, 0.1, "kind", seed=s)[1] for s in range(1, 6)]
     assert any({t.id for t in o} != {t.id for t in share} for o in others)  # the seed draws
