@@ -55,6 +55,13 @@ class RunConfig(Section):
         if self.warm_start.task_fraction < 1 and self.warm_start.data != "task-demonstrations":
             problems.append("warm_start.task_fraction < 1 splits the training tasks' demonstrations: it needs "
                             "warm_start.data = 'task-demonstrations'")
+        ws_key, tasks_key = self.warm_start.stratify_by, self.tasks.stratify_by
+        if ws_key is not None and self.warm_start.task_fraction >= 1:
+            problems.append(f"warm_start.stratify_by={ws_key!r} splits the training tasks by "
+                            "warm_start.task_fraction: set task_fraction < 1 (at 1 every task is demonstrated)")
+        if ws_key is not None and tasks_key is not None and ws_key != tasks_key:
+            problems.append(f"warm_start.stratify_by={ws_key!r} and tasks.stratify_by={tasks_key!r}: the warm start "
+                            "would follow two keys; set one (warm_start follows tasks.stratify_by when its own is unset)")
         if ":" not in algo.adv_estimator and algo.adv_estimator not in ("grpo", "rloo", "gae"):
             problems.append(f"algorithm.adv_estimator={algo.adv_estimator!r}: use grpo, rloo, gae or 'module:function'")
         if ":" not in algo.policy_loss_mode and algo.policy_loss_mode not in ("ppo", "gspo"):

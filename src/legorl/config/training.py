@@ -144,8 +144,15 @@ class WarmStartSection(Section):
     gives 1; held-out tasks are never used. Or a JSONL file of `{"messages": [...]}` chat transcripts."""
     task_fraction: float = Field(1.0, gt=0.0, le=1.0)
     """`task-demonstrations`: the share of the training tasks whose demonstrations are replayed (per
-    `tasks.stratify_by` value when set). Below 1 the RL steps sample only the other tasks: a task the warm
-    start trained on is solved in every trial of its group (zero advantage), so RL learns from unseen ones."""
+    `warm_start.stratify_by`, else `tasks.stratify_by`, value when set). Below 1 the RL steps sample only the
+    other tasks: a task the warm start trained on is solved in every trial of its group (zero advantage), so RL
+    learns from unseen ones."""
+    stratify_by: str | None = None
+    """`task-demonstrations` with `task_fraction` < 1: a `task.toml` [metadata] key (e.g. `kind`); the warm
+    start takes `task_fraction` of each value's training tasks, at least one of every value with two or more
+    (chosen among those that ship a demonstration), so every training kind is demonstrated; the rest go to RL.
+    The one way to a per-kind warm start beside `tasks.holdout_by` (held-out values are never demonstrated).
+    None: `tasks.stratify_by`'s split when set, else one split over all training tasks."""
     epochs: int = Field(2, ge=1)
     """Passes over the demonstrations."""
     lr: float = Field(2e-5, gt=0.0)

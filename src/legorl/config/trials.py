@@ -109,6 +109,20 @@ class TasksSection(Section):
     """`pass_rate`: trials per task remembered (a task needs this many before it can count as dead)."""
     dead_task_weight: float = Field(0.1, ge=0.0, le=1.0)
     """`pass_rate`: the chance a dead task is drawn anyway (re-measured as the policy changes; 0: never again)."""
+    sample_by: str | None = None
+    """`pass_rate`: a `task.toml` [metadata] key (e.g. `kind`) to keep the records per value instead of per
+    task: the window holds the value's last trials over all its tasks, and a draw of any task of a dead value
+    (even one never drawn) is passed over, so the sampler can act when there are many tasks each drawn
+    rarely. A dead value is still drawn with `dead_task_weight` (must be > 0) and at the latest on its
+    ceil(1 / dead_task_weight)-th draw in a row, so no kind is starved. None: per task."""
+
+    @model_validator(mode="after")
+    def _sample_by_needs_pass_rate(self) -> TasksSection:
+        if self.sample_by is not None and self.sampling != "pass_rate":
+            raise ValueError("tasks.sample_by keys the pass-rate records: it needs tasks.sampling = 'pass_rate'")
+        if self.sample_by is not None and self.dead_task_weight == 0:
+            raise ValueError("tasks.sample_by needs tasks.dead_task_weight > 0: a dead kind would never be drawn again")
+        return self
 
 
 class RolloutSection(Section):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+from collections.abc import Callable
 
 from legorl.config.trials import TasksSection
 from legorl.tasks.index import split_tasks
@@ -54,3 +56,28 @@ def holdout_split(tasks: list[Task], key: str, val_fraction: float, values: list
         raise ValueError(f"tasks.holdout_by {key!r}: every value is held out, nothing is left to train on")
     return ([t for t in tasks if str(t.metadata.get(key)) not in held],
             [t for t in tasks if str(t.metadata.get(key)) in held])
+
+
+def share_per_value(tasks: list[Task], fraction: float, key: str, seed: int = 0,
+                    eligible: Callable[[Task], bool] = lambda t: True) -> tuple[list[Task], list[Task]]:
+    """(rest, share): `fraction` of each value of metadata `key`, at least one of every value with 2 or more
+    tasks (as `split_tasks` rounds), drawn among that value's `eligible` tasks by the split's hash of
+    (seed, id), so the draw does not depend on input order. Raises when no task has `key` (a typo would
+    otherwise make one group of all). Order within each side follows the input."""
+    if not any(key in t.metadata for t in tasks):
+        raise ValueError(f"no task has [metadata] {key!r}")
+    groups: dict[str, list[Task]] = {}
+    for t in tasks:
+        groups.setdefault(str(t.metadata.get(key)), []).append(t)
+    picked: set[str] = set()
+    for group in groups.values():
+        n = round(len(group) * fraction)
+        if n == 0 and fraction > 0 and len(group) >= 2:
+            n = 1
+        pool = [t for t in group if eligible(t)]
+        picked.update(t.id for t in sorted(pool, key=lambda t: _rank(seed, t.id))[:n])
+    return [t for t in tasks if t.id not in picked], [t for t in tasks if t.id in picked]
+
+
+def _rank(seed: int, task_id: str) -> str:
+    return hashlib.sha256(f"{seed}:{task_id}".encode()).hexdigest()

@@ -66,17 +66,27 @@ def demonstration_commands(task: Task) -> list[str] | None:
 
 def split_for_warm_start(cfg: RunConfig, train_tasks: list[Task]) -> tuple[list[Task], list[Task]]:
     """(tasks whose demonstrations the warm start replays, tasks the RL steps sample). With
-    `warm_start.task_fraction` < 1 the two are disjoint (per `tasks.stratify_by` value when set, by the
-    split's stable hash, so a resumed run gets the same halves); otherwise both are every training task."""
+    `warm_start.task_fraction` < 1 the two are disjoint: a share of each `warm_start.stratify_by` value
+    (at least one of each, among the tasks with a demonstration), else of each `tasks.stratify_by` value, else
+    of all, by the split's stable hash, so a resumed run gets the same halves; otherwise both are every
+    training task. Only `train_tasks` are drawn from: held-out tasks (and `tasks.holdout_by` values) never."""
     from legorl.tasks.index import split_tasks
-    from legorl.tasks.split import stratified_split
+    from legorl.tasks.split import share_per_value, stratified_split
 
     fraction = cfg.warm_start.task_fraction
     if fraction >= 1 or cfg.warm_start.data != TASK_DEMONSTRATIONS:
         return train_tasks, train_tasks
-    key, seed = cfg.tasks.stratify_by, cfg.tasks.split_seed
-    rl, demo = (split_tasks(train_tasks, fraction, seed=seed) if key is None
-                else stratified_split(train_tasks, fraction, key, seed=seed))
+    seed = cfg.tasks.split_seed
+    if (per := cfg.warm_start.stratify_by) is not None:
+        try:
+            rl, demo = share_per_value(train_tasks, fraction, per, seed=seed,
+                                       eligible=lambda t: (t.solution_dir / DEMONSTRATION_FILE).is_file())
+        except ValueError as exc:
+            raise ValueError(f"warm_start.stratify_by: {exc} (of {len(train_tasks)} training tasks)") from None
+    elif (key := cfg.tasks.stratify_by) is not None:
+        rl, demo = stratified_split(train_tasks, fraction, key, seed=seed)
+    else:
+        rl, demo = split_tasks(train_tasks, fraction, seed=seed)
     if not rl:
         raise ValueError(f"warm_start.task_fraction={fraction} leaves none of the {len(train_tasks)} training "
                          "tasks to the RL steps: lower it")
