@@ -219,3 +219,30 @@ async def test_session_closed_mid_stream_ends_with_an_error_event(api, proxy):
             await stream_text(api, s, 1500, on_first=close)
         assert not isinstance(err.value, openai.APIConnectionError | anthropic.APIConnectionError)
     await asyncio.gather(*closing)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_stop_string_ends_the_generation(streamed, proxy, engine):
+    """A stop string ends the engine's generation when it is sampled (proxy/stopwatch.py), not at
+    `max_tokens`: the reply is cut there exactly as before (same text, streamed or not; the recorded
+    tokens a prefix of the unstopped call's) and the engine sampled far fewer than the 256 asked."""
+    n = 256
+    a = proxy.open_session()
+    full = await buffered_text("chat", a, n)
+    stop = full[10:13]
+    want = full[:full.find(stop)]
+    b = proxy.open_session()
+    g0 = engine.stats().generated_tokens
+    if streamed:
+        got = await stream_text("chat", b, n, stop=[stop])
+    else:
+        r = await oa(b).chat.completions.create(model="p", messages=MSGS, max_tokens=n, temperature=1.0, stop=[stop],
+                                                extra_body={"ignore_eos": True, "seed": 11})
+        got = r.choices[0].message.content
+        assert r.choices[0].finish_reason == "stop"
+    await _idle(engine)
+    generated = engine.stats().generated_tokens - g0
+    ra, rb = await proxy.close_session(a.id), await proxy.close_session(b.id)
+    assert got == want
+    assert rb.token_ids == ra.token_ids[:len(rb.token_ids)] and len(rb.token_ids) < len(ra.token_ids)
+    assert generated < n // 4, f"the engine sampled {generated} of {n} tokens after the stop string"

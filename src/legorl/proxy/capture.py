@@ -7,6 +7,7 @@ session exactly as it was.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -21,6 +22,7 @@ from legorl.proxy.parsers import ParseResult
 from legorl.proxy.planner import Plan, PromptTooLong, plan_call
 from legorl.proxy.render import ChatRenderer
 from legorl.proxy.session import Session
+from legorl.proxy.stopwatch import StopWatch
 from legorl.serving.manager import ServerManager, adapter_kw
 from legorl.serving.types import (
     ContextLengthError,
@@ -33,6 +35,8 @@ from legorl.serving.types import (
 )
 
 GREEDY_BELOW = 1e-5  # temperatures under this are sampled greedily (as vLLM does)
+log = logging.getLogger(__name__)
+
 Finish = Literal["stop", "length", "tool_calls", "stop_sequence"]
 
 
@@ -161,8 +165,12 @@ class Capture:
             raise ProxyError(404, "session closed")
         prompt = plan.prompt_ids
         sp = self._sampling(session, req, len(prompt))
+        watch = StopWatch(self.renderer.decode, req.stop, stream) if req.stop else None
         greq = GenerateRequest(prompt, sp, session_id=session.id, return_routed_experts=self.config.capture_routing,
-                               on_tokens=stream, adapter=adapter)
+                               on_tokens=watch if watch is not None else stream, adapter=adapter)
+        stopping: list[asyncio.Future] = []
+        if watch is not None:  # a stop string ends the generation, not just the text (stopwatch.py)
+            watch.on_hit = lambda: stopping.append(_quiet(self.manager.abort(greq.request_id)))
         if stream is not None:
             stream.prompt_tokens = len(prompt)
         recompute = plan.kind == "rewrite" and self.config.recompute_on_rewrite and bool(plan.new_ids)
@@ -191,7 +199,8 @@ class Capture:
             raise
         finally:
             session.inflight.discard(greq.request_id)
-        if session.closed or out.finish_reason == "abort":
+        await asyncio.gather(*stopping)
+        if session.closed or (out.finish_reason == "abort" and not (watch is not None and watch.hit)):
             session.counters.aborted += 1
             raise ProxyError(503 if not session.closed else 404, "the generation was aborted")
         engine_s = time.perf_counter() - t0
@@ -287,3 +296,15 @@ class Capture:
 
 def _busy_key(plan: Plan) -> object:
     return ("new", plan.branch.anchor) if plan.kind == "new" else id(plan.branch)
+
+
+def _quiet(coro) -> asyncio.Future:
+    """A fire-and-forget engine call whose failure is logged, never raised into the call it serves."""
+
+    async def run() -> None:
+        try:
+            await coro
+        except Exception:  # the generation ends at max_tokens instead; the text is cut either way
+            log.warning("proxy: aborting a generation at its stop string failed", exc_info=True)
+
+    return asyncio.ensure_future(run())
