@@ -16,9 +16,7 @@ version that served all of its tokens.
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
-import io
 import itertools
 import json
 import logging
@@ -29,7 +27,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
-import numpy as np
 
 from legorl.serving.types import (
     MAX_TEMPERATURE,
@@ -48,12 +45,14 @@ from legorl.serving.types import (
 )
 from legorl.serving.vllm.metrics import VLLMMetrics
 from legorl.serving.vllm.server import VLLMServer, VLLMServerConfig
-from legorl.serving.vllm.stream import StreamHTTPError, raise_for, stream_completion
+from legorl.serving.vllm.stream import StreamHTTPError, attach_routing, raise_for, stream_completion
+from legorl.serving.vllm.transfer import CollectiveTransport
 from legorl.serving.vllm.weights import (
     SafetensorsExporter,
     check_state_dict,
     checkpoint_shapes,
     tied_embeddings,
+    vocab_size_of,
 )
 
 log = logging.getLogger(__name__)
@@ -84,6 +83,8 @@ class VLLMEngine:
         weight_version: int = 0,
         max_restarts: int = 3,
         owns_exporter: bool = False,
+        weight_transport: Literal["files", "collective"] = "files",
+        weight_sync_timeout_s: float = 60.0,
     ):
         self.url = url.rstrip("/")
         self.served_name = served_name
@@ -114,24 +115,29 @@ class VLLMEngine:
         self.max_restarts = max_restarts  # an owned server that dies is restarted with its weights
         self.restarts = 0
         self._revive_lock = asyncio.Lock()
+        # "collective": weights go over a process group into the server's worker extension (transfer.py)
+        self.transport = CollectiveTransport(self, weight_sync_timeout_s) if weight_transport == "collective" else None
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
     async def launch(cls, config: VLLMServerConfig, *, exporter: SafetensorsExporter | None = None,
-                     name: str = "vllm", owns_exporter: bool = False) -> VLLMEngine:
-        """Start a server for `config.model_dir` and return an engine that owns it."""
+                     name: str = "vllm", owns_exporter: bool = False, **kw: Any) -> VLLMEngine:
+        """Start a server for `config.model_dir` and return an engine that owns it (`kw`: weight transport)."""
+        if kw.get("weight_transport") == "collective":
+            config = dataclasses.replace(config, worker_extension=True)
         server = VLLMServer(config)
         await server.start()
         engine = cls(server.url, served_name=config.served_name, max_model_len=config.max_model_len,
-                     vocab_size=_vocab_size(config.model_dir), server=server, model_dir=config.model_dir,
-                     exporter=exporter, seed=config.seed, name=name, owns_exporter=owns_exporter)
+                     vocab_size=vocab_size_of(config.model_dir), server=server, model_dir=config.model_dir,
+                     exporter=exporter, seed=config.seed, name=name, owns_exporter=owns_exporter, **kw)
         log.info("vLLM replica %s ready at %s in %.1f s (log %s)", name, server.url, server.startup_s, server.log_path)
         return engine
 
     @classmethod
     async def attach(cls, url: str, *, model_dir: Path | None = None, exporter: SafetensorsExporter | None = None,
-                     seed: int = 0, name: str = "vllm", owns_exporter: bool = False) -> VLLMEngine:
-        """Drive a server someone else started (it needs VLLM_SERVER_DEV_MODE=1 for weight sync)."""
+                     seed: int = 0, name: str = "vllm", owns_exporter: bool = False, **kw: Any) -> VLLMEngine:
+        """Drive a server someone else started (it needs VLLM_SERVER_DEV_MODE=1 for weight sync, and the worker
+        extension for `weight_transport="collective"`: docs/vllm.md)."""
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
             try:
                 async with s.get(url.rstrip("/") + "/v1/models") as r:
@@ -144,8 +150,8 @@ class VLLMEngine:
             raise EngineError(f"the vLLM server at {url} serves no model")
         version = int(raw_version) if isinstance(raw_version, str) and raw_version.isdigit() else 0
         return cls(url, served_name=models[0]["id"], max_model_len=int(models[0].get("max_model_len") or 2048),
-                   vocab_size=_vocab_size(model_dir) if model_dir else None, model_dir=model_dir,
-                   exporter=exporter, seed=seed, name=name, weight_version=version, owns_exporter=owns_exporter)
+                   vocab_size=vocab_size_of(model_dir) if model_dir else None, model_dir=model_dir,
+                   exporter=exporter, seed=seed, name=name, weight_version=version, owns_exporter=owns_exporter, **kw)
 
     # -- protocol ----------------------------------------------------------------------------------
     @property
@@ -234,19 +240,8 @@ class VLLMEngine:
             cached_prompt_tokens=int(details.get("cached_tokens") or 0), decode_time_s=time.perf_counter() - t0,
         )
         if request.return_routed_experts:
-            self._attach_routing(out, choice.get("routed_experts"))
+            attach_routing(out, choice.get("routed_experts"))
         return out
-
-    @staticmethod
-    def _attach_routing(out: TokenOutput, encoded: str | None) -> None:
-        """Rows over prompt + output positions (`num_tokens - 1`), split as `TokenOutput` documents.
-        None when the server runs without --enable-return-routed-experts (a dense model, or R3 off)."""
-        if encoded is None:
-            return
-        routing = np.load(io.BytesIO(base64.b64decode(encoded)), allow_pickle=False).astype(np.int32)
-        split = out.prompt_len - 1
-        out.prompt_routed_experts = routing[:split]
-        out.routed_experts = routing[split:split + len(out.token_ids)]
 
     async def prompt_logprobs(self, token_ids: list[int], temperature: float = 1.0) -> list[float | None]:
         """vLLM computes prompt logprobs from the raw logits: only temperature 1 is exact."""
@@ -319,13 +314,17 @@ class VLLMEngine:
         raise PrefixProbeUnavailable("vLLM has no prefix-cache probe")
 
     async def update_weights(self, state_dict: Mapping[str, object], version: int, mode: Mode = "wait") -> None:
-        """Validate, write safetensors (once per version per exporter), reload them in the server, reset
-        its prefix cache (cached KV belongs to the old weights) and record the version."""
+        """Validate, then send the weights over the pair group (`transport`) or write safetensors (once per version
+        per exporter) and reload them; reset the prefix cache (cached KV belongs to the old weights) and record
+        the version. After a failed collective sync (or a restart that lost the weights) only a full state dict
+        is taken, by files; the replica serves nothing until then."""
         if self.model_dir is None:
             raise InvalidRequestError("weight sync to an attached vLLM server needs its model_dir")
         if self._shapes is None:  # the served checkpoint, read once
             self._shapes, self._tied = checkpoint_shapes(self.model_dir), tied_embeddings(self.model_dir)
         check_state_dict(state_dict, self._shapes, self._tied)
+        if self.transport is not None:
+            self.transport.check_restorable(state_dict, self._shapes, self._tied)
         await self._ensure_alive()
         if self._exporter is None:
             self._exporter, self._owns_exporter = SafetensorsExporter(), True
@@ -334,8 +333,13 @@ class VLLMEngine:
             if not was_paused:
                 await self.pause(mode)
             try:
-                path = await self._exporter.export(state_dict, version, self._tied)
-                await self._load(path, version)
+                if self.transport is not None and not self.transport.fallback:
+                    await self.transport.push(state_dict, self._tied)  # type: ignore[arg-type]
+                    await self._post("/update_weight_version", {"new_version": str(version)})
+                else:
+                    await self._load(await self._exporter.export(state_dict, version, self._tied), version)
+                    if self.transport is not None:
+                        self.transport.fallback = False  # whole again: the next sync forms a new pair
                 await self._post("/reset_prefix_cache", None)
                 self._version = version
             finally:
@@ -360,9 +364,11 @@ class VLLMEngine:
     async def resume(self) -> None:
         if self._closed:
             return
-        await self._post("/resume", None)
-        self._paused = False
-        self._unpaused.set()
+        try:
+            await self._post("/resume", None)
+        finally:  # a dead server is restarted (unpaused) by the next call: callers never wait on it
+            self._paused = False
+            self._unpaused.set()
 
     def stats(self) -> EngineStats:
         m = self._metrics
@@ -432,6 +438,8 @@ class VLLMEngine:
             except EngineError as exc:  # closed: a pool fails the replica's calls over to the others
                 raise EngineClosedError(f"vLLM server of {self.name} died and did not restart: {exc}") from exc
             latest = self._exporter.latest if self._exporter else None
+            if self.transport is not None and self.transport.restarted(latest, self._version):
+                return
             if self._version == 0 and latest is None:
                 return
             if latest is None or latest[0] != self._version:
@@ -441,6 +449,8 @@ class VLLMEngine:
 
     def _validate(self, ids: list[int]) -> None:
         self._check_open()
+        if self.transport is not None and self.transport.fallback:  # never serve a mix of two versions
+            raise EngineError(f"{self.name} waits for a full weight sync (the last collective sync failed)")
         if not ids:
             raise InvalidRequestError("empty prompt: at least one token is required")
         bad = [t for t in ids if not isinstance(t, int) or t < 0 or (self.vocab_size and t >= self.vocab_size)]
@@ -489,9 +499,3 @@ class VLLMEngine:
             raise EngineError(f"vLLM server {self.url} failed on streamed {path}: {e}") from e
         raise AssertionError("unreachable")
 
-
-def _vocab_size(model_dir: Path | None) -> int | None:
-    try:
-        return int(json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"])  # type: ignore[arg-type]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None

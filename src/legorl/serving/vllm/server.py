@@ -55,6 +55,7 @@ class VLLMServerConfig:
     kv_cache_gib: int = 2  # CPU build: VLLM_CPU_KVCACHE_SPACE (whole GiB)
     gpu_memory_utilization: float | None = None  # GPU build: None keeps vLLM's default
     return_routed_experts: bool = False
+    worker_extension: bool = False  # load worker_ext.WeightReceiver (weight_transport = "collective")
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     executable: str | None = None  # None: find_vllm_executable()
@@ -131,6 +132,7 @@ class VLLMServer:
         self.log_path = self.work_dir / f"server-{self.port}.log"
         self.proc: subprocess.Popen | None = None
         self.startup_s = 0.0
+        self._ext: Path | None = None  # the worker extension's directory (config.worker_extension)
         self._tmp: str | None = None  # TMPDIR: short (vLLM puts unix sockets there, 107-byte path limit)
 
     def command(self) -> list[str]:
@@ -149,6 +151,10 @@ class VLLMServer:
             cmd += ["--gpu-memory-utilization", str(c.gpu_memory_utilization)]
         if c.return_routed_experts:
             cmd.append("--enable-return-routed-experts")
+        if c.worker_extension:
+            from legorl.serving.vllm.transfer import EXTENSION_CLS
+
+            cmd += ["--worker-extension-cls", EXTENSION_CLS]
         return cmd + list(c.extra_args)
 
     def environment(self) -> dict[str, str]:
@@ -164,6 +170,12 @@ class VLLMServer:
         if self.config.return_routed_experts:  # routed-expert output lives in Model Runner V2 (GPU only)
             env["VLLM_USE_V2_MODEL_RUNNER"] = "1"
         env.pop("PYTHONPATH", None)  # the trainer's path must not leak into vLLM's venv
+        if self.config.worker_extension:  # a directory holding only the extension module
+            if self._ext is None:
+                from legorl.serving.vllm.transfer import extension_dir
+
+                self._ext = extension_dir(self.work_dir)
+            env["PYTHONPATH"] = str(self._ext)
         env.update(self.config.env)
         return env
 

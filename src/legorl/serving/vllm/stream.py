@@ -4,12 +4,15 @@ response body the non-streamed call returns (so the caller builds the same `Toke
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from typing import Any
 
 import aiohttp
+import numpy as np
 
-from legorl.serving.types import ContextLengthError, EngineError, InvalidRequestError, TokenSink
+from legorl.serving.types import ContextLengthError, EngineError, InvalidRequestError, TokenOutput, TokenSink
 
 
 class StreamHTTPError(Exception):
@@ -73,3 +76,14 @@ def error_message(text: str) -> str:
     if isinstance(err, dict):
         return str(err.get("message") or err.get("detail") or err)[:500]
     return str(err)[:500]
+
+
+def attach_routing(out: TokenOutput, encoded: str | None) -> None:
+    """Rows over prompt + output positions (`num_tokens - 1`), split as `TokenOutput` documents.
+    None when the server runs without --enable-return-routed-experts (a dense model, or R3 off)."""
+    if encoded is None:
+        return
+    routing = np.load(io.BytesIO(base64.b64decode(encoded)), allow_pickle=False).astype(np.int32)
+    split = out.prompt_len - 1
+    out.prompt_routed_experts = routing[:split]
+    out.routed_experts = routing[split:split + len(out.token_ids)]

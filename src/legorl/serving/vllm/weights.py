@@ -143,3 +143,10 @@ class SafetensorsExporter:
         self._users -= 1
         if self._users <= 0 or force:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def vocab_size_of(model_dir: Path | None) -> int | None:
+    try:
+        return int(json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"])  # type: ignore[arg-type]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
