@@ -96,11 +96,12 @@ async def _start_vllm(spec: EngineSpec) -> list[Engine]:
     # shared by the replicas; each closes it, the last removes its files
     exporter = SafetensorsExporter(Path(v.weights_dir) if v.weights_dir else None).share(spec.n_replicas)
     seeds = [spec.seed + 7919 * i for i in range(spec.n_replicas)]
+    transport = {"weight_transport": v.weight_transport, "weight_sync_timeout_s": v.weight_sync_timeout_s}
     if v.urls:
         if len(v.urls) != spec.n_replicas:
             raise ValueError(f"{len(v.urls)} vLLM URL(s) for {spec.n_replicas} replica(s): give one per replica")
         starts = [VLLMEngine.attach(u, model_dir=spec.model_dir, exporter=exporter, seed=seeds[i], name=f"vllm{i}",
-                                    owns_exporter=True)
+                                    owns_exporter=True, **transport)
                   for i, u in enumerate(v.urls)]
     else:
         starts = [VLLMEngine.launch(VLLMServerConfig(
@@ -110,7 +111,7 @@ async def _start_vllm(spec: EngineSpec) -> list[Engine]:
             return_routed_experts=spec.return_routed_experts, extra_args=list(v.extra_args),
             executable=v.executable, work_dir=spec.work_dir / f"replica{i}" if spec.work_dir else None,
             startup_timeout_s=v.startup_timeout_sec,
-        ), exporter=exporter, name=f"vllm{i}", owns_exporter=True) for i in range(spec.n_replicas)]
+        ), exporter=exporter, name=f"vllm{i}", owns_exporter=True, **transport) for i in range(spec.n_replicas)]
     results = await asyncio.gather(*starts, return_exceptions=True)
     engines = [e for e in results if not isinstance(e, BaseException)]
     errors = [e for e in results if isinstance(e, BaseException)]
