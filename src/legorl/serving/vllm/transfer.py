@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 import torch
 
-from legorl.cluster.collective import PairGroup, TransferError, _wait, backend_for, free_port, pack
+from legorl.cluster.collective import PairGroup, TransferError, _padded, _wait, backend_for, free_port, pack
 from legorl.serving.types import EngineError, InvalidRequestError
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,14 @@ def plan_buckets(state_dict: Mapping[str, torch.Tensor], bucket_bytes: int) -> l
         buckets[-1][name] = t
         size += n
     return [b for b in buckets if b]
+
+
+def bucket_layout(seq: int, bucket: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """What the worker needs to receive a bucket `pack` writes (JSON for `/collective_rpc`)."""
+    return {"seq": seq, "names": list(bucket), "nbytes": sum(_padded(t.numel() * t.element_size())
+                                                              for t in bucket.values()),
+            "dtypes": [str(t.dtype).removeprefix("torch.") for t in bucket.values()],
+            "shapes": [list(t.shape) for t in bucket.values()]}
 
 
 class CollectiveTransport:
@@ -131,12 +139,7 @@ class CollectiveTransport:
                 hosting.add_done_callback(lambda f: f.exception())
 
     async def _transfer(self, buckets: list[dict[str, torch.Tensor]]) -> int:
-        layouts = []
-        for seq, b in enumerate(buckets):
-            n = sum(-(-t.numel() * t.element_size() // 16) * 16 for t in b.values())  # pack's padded size
-            layouts.append({"seq": seq, "names": list(b), "nbytes": n,
-                            "dtypes": [str(t.dtype).removeprefix("torch.") for t in b.values()],
-                            "shapes": [list(t.shape) for t in b.values()]})
+        layouts = [bucket_layout(seq, b) for seq, b in enumerate(buckets)]
         budget = self.timeout_s * (len(buckets) + 1)
         rpc = asyncio.ensure_future(self._rpc("legorl_receive", {"buckets": layouts, "timeout_s": self.timeout_s},
                                               budget))

@@ -12,8 +12,8 @@ Its methods become worker methods that `/collective_rpc` calls by name (kwargs a
   0 into one flat uint8 buffer, laid out as `legorl.cluster.collective.pack` writes it (each tensor padded to
   `ALIGN` bytes); views of it go to vLLM's own in-place reload (`Worker.reload_weights(weights_iterator=...)`:
   `model.load_weights` with the layerwise re-processing the CPU build needs, since its linear layers keep a
-  repacked copy). The iterator receives the next bucket only when vLLM asks for it, so memory stays at one
-  bucket. Every receive waits at most `timeout_s`; a failure closes the reload (layers not reached keep their
+  repacked copy). While vLLM loads one bucket the next one is being received (two buckets in memory at
+  most). Every receive waits at most `timeout_s`; a failure closes the reload (layers not reached keep their
   weights), leaves the group and raises: the engine then reloads the whole model from files.
 - `legorl_checksum()`: sha256 per parameter of what the model computes with (a linear layer whose weight the CPU
   build moved into a packed kernel is read back by multiplying the identity through that kernel), for tests.
@@ -88,13 +88,18 @@ class WeightReceiver:
         wait = timedelta(seconds=float(timeout_s))
         stats = {"buckets": 0, "tensors": 0, "bytes": 0}
 
+        def post(b: dict[str, Any]) -> tuple[torch.Tensor, Any]:
+            flat = torch.empty(int(b["nbytes"]), dtype=torch.uint8, device=device)
+            return flat, (pg.recv([flat], 0, int(b["seq"])) if flat.numel() else None)
+
         def weights():
-            for b in buckets:
-                flat = torch.empty(int(b["nbytes"]), dtype=torch.uint8, device=device)
-                if flat.numel():
-                    work = pg.recv([flat], 0, int(b["seq"]))
-                    if not work.wait(wait):
-                        raise TimeoutError(f"weight bucket {b['seq']} not received within {timeout_s} s")
+            nxt = post(buckets[0]) if buckets else None
+            for i, b in enumerate(buckets):
+                flat, work = nxt
+                if work is not None and not work.wait(wait):
+                    raise TimeoutError(f"weight bucket {b['seq']} not received within {timeout_s} s")
+                # the next bucket arrives while vLLM loads this one (two buckets in memory at most)
+                nxt = post(buckets[i + 1]) if i + 1 < len(buckets) else None
                 views = bucket_views(flat, b["names"], b["dtypes"], b["shapes"])
                 stats["buckets"] += 1
                 stats["tensors"] += len(views)
