@@ -76,6 +76,9 @@ async def main(args: argparse.Namespace) -> None:
                 dt = time.perf_counter() - t
                 if transport == "collective":
                     sent[transport] = eng.transport.last_bytes
+                    w = eng.transport.last_worker
+                    print(f"    worker: receive + reload {w.get('seconds', 0):.2f} s, of which waiting for bytes "
+                          f"{w.get('wait_s', 0):.2f} s, {w.get('buckets', 0):.0f} buckets")
                 else:
                     sent[transport] = sum(f.stat().st_size for f in eng._exporter.latest[1].glob("*.safetensors"))
                 if i:

@@ -82,6 +82,7 @@ class CollectiveTransport:
         self.last_seconds = 0.0
         self.last_bytes = 0
         self.syncs = self.failures = 0
+        self.last_worker: dict[str, float] = {}
 
     def reset(self) -> None:
         """Forget the pair (the server restarted, or a sync broke it): the next sync forms a new one."""
@@ -144,12 +145,14 @@ class CollectiveTransport:
         rpc = asyncio.ensure_future(self._rpc("legorl_receive", {"buckets": layouts, "timeout_s": self.timeout_s},
                                               budget))
         send = asyncio.ensure_future(asyncio.to_thread(self._send_all, buckets))
+        self.last_worker = {}
         try:
             done, _ = await asyncio.wait({rpc, send}, timeout=budget + 10, return_when=asyncio.FIRST_EXCEPTION)
             for f in done:
                 f.result()  # the first failure, at once
             if not (rpc.done() and send.done()):
                 await asyncio.wait_for(asyncio.gather(rpc, send), budget + 10)
+            self.last_worker = (rpc.result() or [{}])[0]  # the worker's own timings (legorl_receive)
         finally:
             rpc.cancel()
             if not send.done():  # the thread's sends end at their own timeout

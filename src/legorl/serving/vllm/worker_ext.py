@@ -23,6 +23,7 @@ Its methods become worker methods that `/collective_rpc` calls by name (kwargs a
 from __future__ import annotations
 
 import hashlib
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -80,13 +81,14 @@ class WeightReceiver:
         self._legorl_group = None
         return had
 
-    def legorl_receive(self, buckets: list[dict[str, Any]], timeout_s: float) -> dict[str, int]:
+    def legorl_receive(self, buckets: list[dict[str, Any]], timeout_s: float) -> dict[str, float]:
         group = getattr(self, "_legorl_group", None)
         if group is None:
             raise RuntimeError("legorl_receive: no weight-transfer group (call legorl_join first)")
         pg, device = group[1], _device(self)
         wait = timedelta(seconds=float(timeout_s))
-        stats = {"buckets": 0, "tensors": 0, "bytes": 0}
+        stats = {"buckets": 0, "tensors": 0, "bytes": 0, "wait_s": 0.0, "seconds": 0.0}  # wait_s: blocked on bytes
+        t0 = time.perf_counter()
 
         def post(b: dict[str, Any]) -> tuple[torch.Tensor, Any]:
             flat = torch.empty(int(b["nbytes"]), dtype=torch.uint8, device=device)
@@ -96,8 +98,10 @@ class WeightReceiver:
             nxt = post(buckets[0]) if buckets else None
             for i, b in enumerate(buckets):
                 flat, work = nxt
+                tw = time.perf_counter()
                 if work is not None and not work.wait(wait):
                     raise TimeoutError(f"weight bucket {b['seq']} not received within {timeout_s} s")
+                stats["wait_s"] += time.perf_counter() - tw
                 # the next bucket arrives while vLLM loads this one (two buckets in memory at most)
                 nxt = post(buckets[i + 1]) if i + 1 < len(buckets) else None
                 views = bucket_views(flat, b["names"], b["dtypes"], b["shapes"])
@@ -114,6 +118,7 @@ class WeightReceiver:
             raise
         if stats["buckets"] != len(buckets):
             raise RuntimeError(f"vLLM consumed {stats['buckets']} of {len(buckets)} weight buckets")
+        stats["seconds"] = time.perf_counter() - t0
         return stats
 
     def legorl_checksum(self) -> dict[str, str]:
