@@ -125,16 +125,15 @@ async def test_a_sender_that_stops_mid_sync_times_out_and_files_restore(server, 
     def stall(flat, seq):
         if seq == 0:
             return real_send(flat, seq)
-        time.sleep(TIMEOUT_S + 2)  # never sends: the receiver gives up first
-        raise RuntimeError("stalled on purpose")
+        time.sleep(TIMEOUT_S + 4)  # sends nothing and reports no error: only the worker's timeout can end the sync
 
     try:
         new = perturbed(model, 2)
         eng.transport.send_bucket = stall
         t0 = time.monotonic()
-        with pytest.raises(EngineError, match="collective"):
+        with pytest.raises(EngineError, match="legorl_receive"):  # the worker's receive timed out
             await eng.update_weights(new, version=3)
-        assert time.monotonic() - t0 < 3 * TIMEOUT_S + 10
+        assert time.monotonic() - t0 < 3 * TIMEOUT_S + 10  # the RPC's own bound would be 9 x TIMEOUT_S
         eng.transport.send_bucket = real_send
         assert eng.transport.fallback and eng.weight_version != 3
         with pytest.raises(EngineError, match="full weight sync"):
