@@ -78,6 +78,7 @@ class CollectiveTransport:
                  host: str = "127.0.0.1"):
         self.engine, self.timeout_s, self.bucket_bytes, self.host = engine, float(timeout_s), bucket_bytes, host
         self.pair: PairGroup | None = None
+        self.backend = "gloo"
         self.fallback = False  # the last sync failed: the next one reloads the whole model from files
         self.last_seconds = 0.0
         self.last_bytes = 0
@@ -110,8 +111,11 @@ class CollectiveTransport:
         """Send every tensor of `state_dict` (CPU tensors: gloo; CUDA: NCCL) into the server's model."""
         t0 = time.perf_counter()
         try:
-            if self.pair is None:
-                await self._form(backend_for(_device(state_dict)))
+            backend = backend_for(_device(state_dict))  # CPU tensors: gloo; CUDA: NCCL (untested)
+            if self.pair is None or backend != self.backend:
+                self.reset()
+                await self._form(backend)
+                self.backend = backend
             tensors = dict(state_dict)
             if tied and "model.embed_tokens.weight" in tensors:  # as the files path writes it (weights.py)
                 tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
@@ -132,8 +136,8 @@ class CollectiveTransport:
         port = free_port()
         hosting = asyncio.ensure_future(asyncio.to_thread(PairGroup.host, port, self.timeout_s, backend))
         try:
-            await self._rpc("legorl_join", {"host": self.host, "port": port, "timeout_s": self.timeout_s},
-                            self.timeout_s)
+            await self._rpc("legorl_join", {"host": self.host, "port": port, "timeout_s": self.timeout_s,
+                                            "backend": backend}, self.timeout_s)
             self.pair = await asyncio.wait_for(asyncio.shield(hosting), self.timeout_s + 5)
         finally:
             if not hosting.done():  # the host thread ends at its own store timeout

@@ -5,9 +5,9 @@ module copied under that name into a directory on the server's PYTHONPATH: `tran
 in its own venv: this file imports only the standard library, torch and (inside methods) vLLM, never legorl.
 Its methods become worker methods that `/collective_rpc` calls by name (kwargs are JSON):
 
-- `legorl_join(host, port, timeout_s)`: join a 2-member group with the trainer (rank 0 hosts a TCPStore at
-  host:port, this worker is rank 1). gloo for CPU workers; NCCL when the worker's device is CUDA (same calls;
-  untested here, no GPU).
+- `legorl_join(host, port, timeout_s, backend)`: join a 2-member group with the trainer (rank 0 hosts a TCPStore
+  at host:port, this worker is rank 1). The sender's backend: gloo (CPU tensors, also into a GPU worker: vLLM's
+  loaders copy them over) or NCCL (GPU to GPU, buffers on the worker's device; same calls, untested here).
 - `legorl_receive(buckets, timeout_s)`: each bucket (names, dtypes, shapes, nbytes, seq) is one message from rank
   0 into one flat uint8 buffer, laid out as `legorl.cluster.collective.pack` writes it (each tensor padded to
   `ALIGN` bytes); views of it go to vLLM's own in-place reload (`Worker.reload_weights(weights_iterator=...)`:
@@ -62,18 +62,20 @@ def digest(t: torch.Tensor) -> str:
 class WeightReceiver:
     """Mixed into vLLM's worker class by `--worker-extension-cls` (methods only: no __init__)."""
 
-    def legorl_join(self, host: str, port: int, timeout_s: float) -> bool:
+    def legorl_join(self, host: str, port: int, timeout_s: float, backend: str = "gloo") -> bool:
+        """`backend` is the sender's: gloo (CPU buffers here, copied onto the worker's device by vLLM's loaders)
+        or nccl (buffers on this worker's GPU; untested here)."""
         self.legorl_leave()
-        device = _device(self)
         timeout = timedelta(seconds=float(timeout_s))
         store = dist.TCPStore(host, int(port), 2, False, timeout)
-        if device.type == "cuda":  # NCCL: the same pair over the worker's GPU (untested here)
+        if backend == "nccl":
             opts = dist.ProcessGroupNCCL.Options()
             opts._timeout = timeout
             pg = dist.ProcessGroupNCCL(store, 1, 2, opts)
+            device = _device(self)
         else:
-            pg = dist.ProcessGroupGloo(store, 1, 2, timeout)
-        self._legorl_group = (store, pg)
+            pg, device = dist.ProcessGroupGloo(store, 1, 2, timeout), torch.device("cpu")
+        self._legorl_group = (store, pg, device)
         return True
 
     def legorl_leave(self) -> bool:
@@ -85,7 +87,7 @@ class WeightReceiver:
         group = getattr(self, "_legorl_group", None)
         if group is None:
             raise RuntimeError("legorl_receive: no weight-transfer group (call legorl_join first)")
-        pg, device = group[1], _device(self)
+        _, pg, device = group
         wait = timedelta(seconds=float(timeout_s))
         stats = {"buckets": 0, "tensors": 0, "bytes": 0, "wait_s": 0.0, "seconds": 0.0}  # wait_s: blocked on bytes
         t0 = time.perf_counter()
