@@ -105,6 +105,9 @@ class RunConfig(Section):
             problems.append("serving.placement='process' is for embedded replicas; vLLM replicas are processes already")
         if self.model.lora.enabled and engine == "vllm" and self.model.lora.rank > 512:
             problems.append(f"model.lora.rank={self.model.lora.rank}: vLLM serves adapters up to rank 512")
+        if self.model.lora.enabled and engine == "vllm" and vllm.weight_transport == "collective":
+            problems.append("serving.vllm.weight_transport='collective' sends whole weights; a LoRA run syncs only its "
+                            "adapter (a few MB, as a PEFT directory): use the default 'files'")
         if engine == "remote":
             if not self.model.lora.enabled:
                 problems.append("serving.engine='remote' shares a server's base model: it needs model.lora.rank > 0 "

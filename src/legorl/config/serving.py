@@ -66,6 +66,12 @@ class VLLMSection(Section):
     """How long a server may take to answer /health."""
     weights_dir: str | None = None
     """Where weight versions are written for reload. None: /dev/shm."""
+    weight_transport: Literal["files", "collective"] = "files"
+    """How weights reach the servers. `files`: safetensors in `weights_dir`, reloaded by each server. `collective`:
+    over a gloo pair group (NCCL on GPUs, untested) straight into each server's worker, no files (docs/vllm.md); a
+    failed sync is followed by a full reload from files."""
+    weight_sync_timeout_s: float = Field(60.0, gt=0.0)
+    """With `weight_transport = "collective"`: the bound on forming a server's group and on each bucket's transfer."""
 
 
 class ProxySection(Section):

@@ -105,11 +105,12 @@ async def _start_vllm(spec: EngineSpec) -> list[Engine]:
     def lora() -> VLLMLora | None:
         return VLLMLora(spec.lora_rank, adapters, spec.lora_name) if adapters else None
 
+    transport = {"weight_transport": v.weight_transport, "weight_sync_timeout_s": v.weight_sync_timeout_s}
     if v.urls:
         if len(v.urls) != spec.n_replicas:
             raise ValueError(f"{len(v.urls)} vLLM URL(s) for {spec.n_replicas} replica(s): give one per replica")
         starts = [VLLMEngine.attach(u, model_dir=spec.model_dir, exporter=exporter, seed=seeds[i], name=f"vllm{i}",
-                                    owns_exporter=True, lora=lora())
+                                    owns_exporter=True, lora=lora(), **transport)
                   for i, u in enumerate(v.urls)]
     else:
         starts = [VLLMEngine.launch(VLLMServerConfig(
@@ -119,7 +120,7 @@ async def _start_vllm(spec: EngineSpec) -> list[Engine]:
             return_routed_experts=spec.return_routed_experts, lora_rank=spec.lora_rank, extra_args=list(v.extra_args),
             executable=v.executable, work_dir=spec.work_dir / f"replica{i}" if spec.work_dir else None,
             startup_timeout_s=v.startup_timeout_sec,
-        ), exporter=exporter, name=f"vllm{i}", owns_exporter=True, lora=lora()) for i in range(spec.n_replicas)]
+        ), exporter=exporter, name=f"vllm{i}", owns_exporter=True, lora=lora(), **transport) for i in range(spec.n_replicas)]
     results = await asyncio.gather(*starts, return_exceptions=True)
     engines = [e for e in results if not isinstance(e, BaseException)]
     errors = [e for e in results if isinstance(e, BaseException)]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-import json
 import logging
 import math
 import time
@@ -31,7 +30,6 @@ import aiohttp
 from legorl.serving.types import (
     MAX_TEMPERATURE,
     MIN_TOP_P,
-    ContextLengthError,
     CountingSink,
     EngineClosedError,
     EngineError,
@@ -43,10 +41,12 @@ from legorl.serving.types import (
     TokenOutput,
     TokenSink,
 )
+from legorl.serving.vllm.http import check_prompt, post_checked
 from legorl.serving.vllm.lora import VLLMLora, refuse_adapter_update
 from legorl.serving.vllm.metrics import VLLMMetrics
 from legorl.serving.vllm.server import VLLMServer, VLLMServerConfig, vocab_size
-from legorl.serving.vllm.stream import attach_routing, raise_for, stream_checked
+from legorl.serving.vllm.stream import attach_routing, stream_checked
+from legorl.serving.vllm.transfer import CollectiveTransport
 from legorl.serving.vllm.weights import (
     SafetensorsExporter,
     check_state_dict,
@@ -83,6 +83,8 @@ class VLLMEngine:
         max_restarts: int = 3,
         owns_exporter: bool = False,
         lora: VLLMLora | None = None,
+        weight_transport: Literal["files", "collective"] = "files",
+        weight_sync_timeout_s: float = 60.0,
     ):
         self.url = url.rstrip("/")
         self.served_name = served_name
@@ -114,29 +116,35 @@ class VLLMEngine:
         self.restarts = 0
         self._revive_lock = asyncio.Lock()
         self._lora = lora  # a LoRA run: the server applies the run's adapter (lora.py)
+        # "collective": weights go over a process group into the server's worker extension (transfer.py)
+        self.transport = CollectiveTransport(self, weight_sync_timeout_s) if weight_transport == "collective" else None
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
     async def launch(cls, config: VLLMServerConfig, *, exporter: SafetensorsExporter | None = None,
-                     name: str = "vllm", owns_exporter: bool = False, lora: VLLMLora | None = None) -> VLLMEngine:
+                     name: str = "vllm", owns_exporter: bool = False, lora: VLLMLora | None = None,
+                     **kw: Any) -> VLLMEngine:
         """Start a server for `config.model_dir` and return an engine that owns it (`config.lora_rank`: with
-        `--enable-lora`, serving the adapters `update_weights` brings)."""
+        `--enable-lora`, serving the adapters `update_weights` brings; `kw`: the weight transport)."""
         if config.lora_rank and lora is None:
             lora = VLLMLora(config.lora_rank)
+        if kw.get("weight_transport") == "collective":
+            config = dataclasses.replace(config, worker_extension=True)
         server = VLLMServer(config)
         await server.start()
         engine = cls(server.url, served_name=config.served_name, max_model_len=config.max_model_len,
                      vocab_size=vocab_size(config.model_dir), server=server, model_dir=config.model_dir,
-                     exporter=exporter, seed=config.seed, name=name, owns_exporter=owns_exporter, lora=lora)
+                     exporter=exporter, seed=config.seed, name=name, owns_exporter=owns_exporter, lora=lora, **kw)
         log.info("vLLM replica %s ready at %s in %.1f s (log %s)", name, server.url, server.startup_s, server.log_path)
         return engine
 
     @classmethod
     async def attach(cls, url: str, *, model_dir: Path | None = None, exporter: SafetensorsExporter | None = None,
                      seed: int = 0, name: str = "vllm", owns_exporter: bool = False,
-                     lora: VLLMLora | None = None) -> VLLMEngine:
+                     lora: VLLMLora | None = None, **kw: Any) -> VLLMEngine:
         """Drive a server someone else started (it needs VLLM_SERVER_DEV_MODE=1 for weight sync; `lora`:
-        --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True too)."""
+        --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True too; the worker extension for
+        `weight_transport="collective"`: docs/vllm.md)."""
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
             try:
                 async with s.get(url.rstrip("/") + "/v1/models") as r:
@@ -151,7 +159,7 @@ class VLLMEngine:
         return cls(url, served_name=models[0]["id"], max_model_len=int(models[0].get("max_model_len") or 2048),
                    vocab_size=vocab_size(model_dir) if model_dir else None, model_dir=model_dir,
                    exporter=exporter, seed=seed, name=name, weight_version=version, owns_exporter=owns_exporter,
-                   lora=lora)
+                   lora=lora, **kw)
 
     # -- protocol ----------------------------------------------------------------------------------
     @property
@@ -318,9 +326,11 @@ class VLLMEngine:
         raise PrefixProbeUnavailable("vLLM has no prefix-cache probe")
 
     async def update_weights(self, state_dict: Mapping[str, object], version: int, mode: Mode = "wait") -> None:
-        """Validate, write safetensors (once per version per exporter), reload them in the server, reset
-        its prefix cache (cached KV belongs to the old weights) and record the version. A LoRA run's update
-        is its adapter: written as a PEFT directory and loaded under a new name (lora.py)."""
+        """Validate, then send the weights over the pair group (`transport`) or write safetensors (once per version
+        per exporter) and reload them; reset the prefix cache (cached KV belongs to the old weights) and record
+        the version. After a failed collective sync (or a restart that lost the weights) only a full state dict
+        is taken, by files; the replica serves nothing until then. A LoRA run's update is its adapter: written
+        as a PEFT directory and loaded under a new name (lora.py)."""
         if self.model_dir is None:
             raise InvalidRequestError("weight sync to an attached vLLM server needs its model_dir")
         if self._shapes is None:  # the served checkpoint, read once
@@ -330,6 +340,8 @@ class VLLMEngine:
         else:
             refuse_adapter_update(state_dict)
             check_state_dict(state_dict, self._shapes, self._tied)
+            if self.transport is not None:
+                self.transport.check_restorable(state_dict, self._shapes, self._tied)
         await self._ensure_alive()
         if self._exporter is None:
             self._exporter, self._owns_exporter = SafetensorsExporter(), True
@@ -340,8 +352,13 @@ class VLLMEngine:
             try:
                 if self._lora is not None:
                     await self._lora.load(self._post_plain, lora_dir, version)
+                elif self.transport is not None and not self.transport.fallback:
+                    await self.transport.push(state_dict, self._tied)  # type: ignore[arg-type]
+                    await self._post("/update_weight_version", {"new_version": str(version)})
                 else:
                     await self._load(await self._exporter.export(state_dict, version, self._tied), version)
+                    if self.transport is not None:
+                        self.transport.fallback = False  # whole again: the next sync forms a new pair
                 await self._post("/reset_prefix_cache", None)
                 self._version = version
             finally:
@@ -366,9 +383,11 @@ class VLLMEngine:
     async def resume(self) -> None:
         if self._closed:
             return
-        await self._post("/resume", None)
-        self._paused = False
-        self._unpaused.set()
+        try:
+            await self._post("/resume", None)
+        finally:  # a dead server is restarted (unpaused) by the next call: callers never wait on it
+            self._paused = False
+            self._unpaused.set()
 
     def stats(self) -> EngineStats:
         m = self._metrics
@@ -443,6 +462,8 @@ class VLLMEngine:
                 await self._lora.restore(self._post_plain)
                 return
             latest = self._exporter.latest if self._exporter else None
+            if self.transport is not None and self.transport.restarted(latest, self._version):
+                return
             if self._version == 0 and latest is None:
                 return
             if latest is None or latest[0] != self._version:
@@ -452,40 +473,19 @@ class VLLMEngine:
 
     def _validate(self, ids: list[int]) -> None:
         self._check_open()
-        if not ids:
-            raise InvalidRequestError("empty prompt: at least one token is required")
-        bad = [t for t in ids if not isinstance(t, int) or t < 0 or (self.vocab_size and t >= self.vocab_size)]
-        if bad:
-            raise InvalidRequestError(f"token id {bad[0]!r} is outside the vocabulary [0, {self.vocab_size})")
-        if len(ids) >= self.max_model_len:
-            raise ContextLengthError(
-                f"prompt of {len(ids)} tokens leaves no room in the model's context of {self.max_model_len}",
-                len(ids), self.max_model_len)
+        if self.transport is not None and self.transport.fallback:  # never serve a mix of two versions
+            raise EngineError(f"{self.name} waits for a full weight sync (the last collective sync failed)")
+        check_prompt(ids, self.vocab_size, self.max_model_len)
 
     async def _post(self, path: str, body: dict[str, Any] | None, plain: bool = False) -> dict[str, Any]:
         """POST, raising the engine error a failure means; `plain`: the route answers text (`{"text": ...}`)."""
         await self.start()
         assert self._session is not None
-        for attempt in (0, 1):
-            try:
-                async with self._session.post(self.url + path, json=body) as r:
-                    text = await r.text()
-                    status = r.status
-                break
-            except aiohttp.ServerDisconnectedError as e:
-                # a pooled connection the server had just closed: control calls are safe to repeat
-                self._check_open()
-                if attempt or path.startswith("/v1/"):
-                    raise EngineError(f"vLLM server {self.url} failed on {path}: {e}") from e
-            except aiohttp.ClientError as e:
-                self._check_open()
-                raise EngineError(f"vLLM server {self.url} failed on {path}: {e}") from e
-        if status >= 400:
-            raise_for(path, status, text, self.max_model_len)
         try:
-            return {"text": text} if plain else json.loads(text) if text else {}
-        except ValueError as e:
-            raise EngineError(f"vLLM returned non-JSON on {path}: {text[:200]}") from e
+            return await post_checked(self._session, self.url, path, body, self.max_model_len, plain)
+        except EngineError:
+            self._check_open()
+            raise
 
     async def _post_plain(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         return await self._post(path, body, plain=True)

@@ -58,6 +58,7 @@ class VLLMServerConfig:
     gpu_memory_utilization: float | None = None  # GPU build: None keeps vLLM's default
     return_routed_experts: bool = False
     lora_rank: int = 0  # > 0: --enable-lora for adapters of this rank, loaded at run time (lora.py)
+    worker_extension: bool = False  # load worker_ext.WeightReceiver (weight_transport = "collective")
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     executable: str | None = None  # None: find_vllm_executable()
@@ -142,6 +143,7 @@ class VLLMServer:
         self.log_path = self.work_dir / f"server-{self.port}.log"
         self.proc: subprocess.Popen | None = None
         self.startup_s = 0.0
+        self._ext: Path | None = None  # the worker extension's directory (config.worker_extension)
         self._tmp: str | None = None  # TMPDIR: short (vLLM puts unix sockets there, 107-byte path limit)
 
     def command(self) -> list[str]:
@@ -162,6 +164,10 @@ class VLLMServer:
             cmd.append("--enable-return-routed-experts")
         if c.lora_rank:
             cmd += lora_server_args(c.lora_rank)
+        if c.worker_extension:
+            from legorl.serving.vllm.transfer import EXTENSION_CLS
+
+            cmd += ["--worker-extension-cls", EXTENSION_CLS]
         return cmd + list(c.extra_args)
 
     def environment(self) -> dict[str, str]:
@@ -179,6 +185,12 @@ class VLLMServer:
         if self.config.lora_rank:  # /v1/load_lora_adapter and /v1/unload_lora_adapter
             env.update(LORA_ENV)
         env.pop("PYTHONPATH", None)  # the trainer's path must not leak into vLLM's venv
+        if self.config.worker_extension:  # a directory holding only the extension module
+            if self._ext is None:
+                from legorl.serving.vllm.transfer import extension_dir
+
+                self._ext = extension_dir(self.work_dir)
+            env["PYTHONPATH"] = str(self._ext)
         env.update(self.config.env)
         return env
 

@@ -143,3 +143,4 @@ class SafetensorsExporter:
         self._users -= 1
         if self._users <= 0 or force:
             shutil.rmtree(self.root, ignore_errors=True)
+

