@@ -71,3 +71,11 @@ def test_adapters_vllm_would_not_apply_as_the_trainer_does_are_refused():
     refuse_adapter_update({"model.norm.weight": torch.zeros(6)})
     with pytest.raises(InvalidRequestError, match="--enable-lora"):
         refuse_adapter_update(adapter())
+
+
+def test_lora_with_the_collective_vllm_transport_is_refused_in_one_line():
+    """The collective transport sends whole weights; a LoRA run's sync is its adapter: refused at load."""
+    from legorl.config import load_config
+
+    with pytest.raises(ValueError, match="weight_transport='collective' sends whole weights"):
+        load_config(None, ["model.lora.rank=4", "serving.engine=vllm", "serving.vllm.weight_transport=collective"])
