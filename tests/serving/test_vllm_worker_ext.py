@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from legorl.cluster.collective import ALIGN, PairGroup, _wait, free_port, pack
+from legorl.serving.pairgroup import ALIGN, PairGroup, free_port, pack, wait_work
 from legorl.serving.vllm import worker_ext
 from legorl.serving.vllm.transfer import bucket_layout, plan_buckets
 
@@ -78,7 +78,7 @@ def test_receive_over_a_gloo_pair_is_bitwise_and_a_missing_bucket_times_out():
     t = threading.Thread(target=lambda: out.append(w.legorl_receive(layouts, 10.0)))
     t.start()
     for i, b in enumerate(buckets):
-        _wait(pair.send(pack(b)[0], i), 10.0, "send")
+        wait_work(pair.send(pack(b)[0], i), 10.0, "send")
     t.join(30)
     assert out and out[0]["buckets"] == len(buckets) and out[0]["tensors"] == len(sd)
     for name, v in sd.items():
@@ -96,7 +96,7 @@ def test_receive_over_a_gloo_pair_is_bitwise_and_a_missing_bucket_times_out():
     t0 = time.monotonic()
     t = threading.Thread(target=receive)
     t.start()
-    _wait(pair.send(pack(buckets[0])[0], 0), 10.0, "send")
+    wait_work(pair.send(pack(buckets[0])[0], 0), 10.0, "send")
     t.join(30)
     assert errors and time.monotonic() - t0 < 10
     assert getattr(w, "_legorl_group", None) is None

@@ -15,26 +15,27 @@ the same code with another process-group class and CUDA buffers; it cannot run o
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from legorl.cluster.delta import DeltaBase, checksum
 from legorl.cluster.delta import apply as apply_delta
+from legorl.serving.pairgroup import (
+    PairGroup,
+    TransferError,
+    free_port,
+    pack,
+    padded,
+    wait_work,
+)
 from legorl.serving.weight_sync import RemoteBucket
 
 log = logging.getLogger(__name__)
-
-
-class TransferError(RuntimeError):
-    """A weight transfer to or from one peer failed (timed out, or the peer's connection closed)."""
 
 
 @dataclass(frozen=True)
@@ -60,97 +61,18 @@ class CollectiveBucket(RemoteBucket):
     checksum: int = 0
 
 
-def backend_for(device: torch.device | str) -> str:
-    return "nccl" if torch.device(device).type == "cuda" else "gloo"
-
-
-ALIGN = 16  # each tensor starts at a multiple of this in the flat buffer (so its view is aligned for its dtype)
-
-
-def _padded(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
-
-
-def pack(bucket: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[str, ...], tuple[tuple[int, ...], ...]]:
-    """The bucket as one flat uint8 tensor (its tensors' bytes back to back, each padded to `ALIGN`), with
-    their dtypes and shapes."""
-    parts = []
-    for t in bucket.values():
-        raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
-        parts.append(raw)
-        if (pad := _padded(raw.numel()) - raw.numel()):
-            parts.append(torch.zeros(pad, dtype=torch.uint8, device=raw.device))
-    flat = torch.cat(parts) if parts else torch.empty(0, dtype=torch.uint8)
-    dtypes = tuple(str(t.dtype).removeprefix("torch.") for t in bucket.values())
-    return flat, dtypes, tuple(tuple(t.shape) for t in bucket.values())
-
-
 def unpack(flat: torch.Tensor, meta: CollectiveBucket) -> dict[str, torch.Tensor]:
     """Views of `flat` as the bucket's tensors (no copy)."""
     sizes = [getattr(torch, dt).itemsize * int(torch.Size(shape).numel()) for dt, shape in zip(meta.dtypes, meta.shapes,
                                                                                                  strict=True)]
-    if sum(map(_padded, sizes)) != flat.numel():
-        raise TransferError(f"bucket {meta.seq}: layout covers {sum(map(_padded, sizes))} bytes, got {flat.numel()}")
+    if sum(map(padded, sizes)) != flat.numel():
+        raise TransferError(f"bucket {meta.seq}: layout covers {sum(map(padded, sizes))} bytes, got {flat.numel()}")
     out: dict[str, torch.Tensor] = {}
     off = 0
     for name, dt, shape, n in zip(meta.names, meta.dtypes, meta.shapes, sizes, strict=True):
         out[name] = flat[off:off + n].view(getattr(torch, dt)).view(shape)
-        off += _padded(n)
+        off += padded(n)
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
-
-
-class PairGroup:
-    """A 2-member process group between the sender (rank 0) and one replica (rank 1), with a timeout on
-    every operation. Built on both sides at once: the sender hosts the store (`host`), the replica joins."""
-
-    def __init__(self, pg: Any, rank: int, store: Any, timeout_s: float):
-        self.pg, self.rank, self.store, self.timeout_s = pg, rank, store, timeout_s
-
-    @classmethod
-    def host(cls, port: int, timeout_s: float, backend: str = "gloo") -> PairGroup:
-        """The sender's side; blocks until the replica joined (or `timeout_s` passed)."""
-        store = dist.TCPStore("0.0.0.0", port, 2, True, timedelta(seconds=timeout_s), wait_for_workers=False)
-        return cls(_new_pg(backend, store, 0, timeout_s), 0, store, timeout_s)
-
-    @classmethod
-    def join(cls, addr: str, port: int, timeout_s: float, backend: str = "gloo") -> PairGroup:
-        """The replica's side; blocks until the sender is there (or `timeout_s` passed)."""
-        store = dist.TCPStore(addr, port, 2, False, timedelta(seconds=timeout_s))
-        return cls(_new_pg(backend, store, 1, timeout_s), 1, store, timeout_s)
-
-    def send(self, flat: torch.Tensor, tag: int) -> Any:
-        return self.pg.send([flat], 1, tag)
-
-    def recv(self, flat: torch.Tensor, tag: int) -> None:
-        _wait(self.pg.recv([flat], 0, tag), self.timeout_s, "receive")
-
-    def close(self) -> None:
-        self.pg = self.store = None
-
-
-def _new_pg(backend: str, store: Any, rank: int, timeout_s: float) -> Any:
-    timeout = timedelta(seconds=timeout_s)
-    if backend == "nccl":  # untested here (no GPU): the same pair, over NCCL
-        opts = dist.ProcessGroupNCCL.Options()
-        opts._timeout = timeout
-        return dist.ProcessGroupNCCL(store, rank, 2, opts)
-    return dist.ProcessGroupGloo(store, rank, 2, timeout)
-
-
-def _wait(work: Any, timeout_s: float, what: str) -> None:
-    try:
-        if not work.wait(timedelta(seconds=timeout_s)):
-            raise TransferError(f"weight {what} did not finish within {timeout_s:.0f} s")
-    except TransferError:
-        raise
-    except Exception as exc:  # gloo: timeout or a closed connection
-        raise TransferError(f"weight {what} failed: {exc}") from exc
 
 
 class Sender:
@@ -217,7 +139,7 @@ class Sender:
         t0 = time.monotonic()
         for p, work in works:
             try:
-                _wait(work, max(self.timeout_s - (time.monotonic() - t0), 0.1), f"send to {p}")
+                wait_work(work, max(self.timeout_s - (time.monotonic() - t0), 0.1), f"send to {p}")
             except TransferError as exc:
                 self._lost(p, exc)
 

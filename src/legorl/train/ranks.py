@@ -10,7 +10,6 @@ error; a driver killed with -9 closes the pipes and the ranks exit on their own.
 from __future__ import annotations
 
 import os
-import socket
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch
 import torch.multiprocessing as mp
 
 from legorl.config.run import RunConfig
+from legorl.serving.pairgroup import free_port
 from legorl.train.batch import TrainBatch
 
 READY_TIMEOUT_S = 600.0
@@ -29,16 +29,10 @@ class RankFailedError(RuntimeError):
     """A trainer rank died or could not start."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class TrainerRanks:
     def __init__(self, cfg: RunConfig, model_dir: Path, n_ranks: int):
         ctx = mp.get_context("spawn")
-        port = _free_port()
+        port = free_port("127.0.0.1")
         threads = max(1, (os.cpu_count() or 1) // n_ranks)
         self.procs, self.conns = [], []
         try:

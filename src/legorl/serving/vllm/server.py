@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import aiohttp
 
+from legorl.serving.pairgroup import free_port
 from legorl.serving.types import EngineError
 from legorl.serving.vllm.lora import LORA_ENV, lora_server_args
 
@@ -90,12 +90,6 @@ def vocab_size(model_dir: Path | None) -> int | None:
         return int(json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"])  # type: ignore[arg-type]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 _KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")

@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 import torch
 
-from legorl.cluster.collective import PairGroup, TransferError, _padded, _wait, backend_for, free_port, pack
+from legorl.serving.pairgroup import PairGroup, TransferError, backend_for, free_port, pack, padded, wait_work
 from legorl.serving.types import EngineError, InvalidRequestError
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def plan_buckets(state_dict: Mapping[str, torch.Tensor], bucket_bytes: int) -> l
 
 def bucket_layout(seq: int, bucket: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     """What the worker needs to receive a bucket `pack` writes (JSON for `/collective_rpc`)."""
-    return {"seq": seq, "names": list(bucket), "nbytes": sum(_padded(t.numel() * t.element_size())
+    return {"seq": seq, "names": list(bucket), "nbytes": sum(padded(t.numel() * t.element_size())
                                                               for t in bucket.values()),
             "dtypes": [str(t.dtype).removeprefix("torch.") for t in bucket.values()],
             "shapes": [list(t.shape) for t in bucket.values()]}
@@ -175,7 +175,7 @@ class CollectiveTransport:
         pair = self.pair
         if pair is None:
             raise TransferError("the weight-transfer pair was dropped")
-        _wait(pair.send(flat, seq), self.timeout_s, f"send of bucket {seq}")
+        wait_work(pair.send(flat, seq), self.timeout_s, f"send of bucket {seq}")
 
     async def _rpc(self, method: str, kwargs: dict[str, Any], timeout_s: float) -> Any:
         await self.engine.start()

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-ALIGN = 16  # must equal legorl.cluster.collective.ALIGN (tests/serving/test_vllm_worker_ext.py checks)
+ALIGN = 16  # must equal legorl.serving.pairgroup.ALIGN (tests/serving/test_vllm_worker_ext.py checks)
 
 
 def _padded(n: int) -> int:
