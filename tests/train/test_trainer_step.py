@@ -113,3 +113,51 @@ async def test_ppo_with_gae_critic_step(tiny_llama_dir):
         assert "critic/vf_loss" in m and m["critic/vf_loss"] > 0
     finally:
         await engine.close()
+
+
+class _Runtime:
+    """TEST DOUBLE for the runtime around a sync (`syncing` / `revive`): only the weight push is under test."""
+
+    def syncing(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    async def revive(self) -> int:
+        return 0
+
+
+async def test_a_sync_that_fails_mid_way_is_pushed_again_whole(tiny_llama_dir):
+    """`push_weights` (what both training loops call) pushes once more after a replica fails mid-sync (vLLM's
+    collective transport raises EngineError on a timeout or a killed server and then takes only a whole push,
+    tests/serving/test_vllm_collective.py): the engine ends at the new version holding the trainer's weights,
+    and the step's `weight_sync/retries` counts it. The failure is injected into a real embedded engine (its
+    first bucket raises after half of it was applied), because a real one needs a vLLM server."""
+    from legorl.serving.types import EngineError
+    from legorl.train.steps import push_weights, sync_metrics
+
+    cfg = load_config(None, ["trainer.lr=1e-3"])
+    engine = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096)
+    try:
+        trainer = build(cfg, tiny_llama_dir)
+        with torch.no_grad():
+            for p in trainer.actor.model.parameters():
+                p.add_(0.01)
+        real, calls = engine.update_weights, []
+
+        async def flaky(state_dict, version, mode="wait"):
+            calls.append(version)
+            if len(calls) == 1:
+                half = dict(list(state_dict.items())[: len(state_dict) // 2])
+                await real(half, version, mode)
+                raise EngineError("collective send of bucket 1 did not finish within 8 s")
+            await real(state_dict, version, mode)
+
+        engine.update_weights = flaky
+        sync = WeightSync([engine])
+        m = sync_metrics(sync, await push_weights(_Runtime(), sync, trainer))
+        assert calls == [1, 1] and engine.weight_version == 1 and m["weight_sync/retries"] == 1.0
+        served = engine.model.state_dict()
+        assert all(torch.equal(served[k], v) for k, v in trainer.weights().items() if k in served)
+    finally:
+        await engine.close()

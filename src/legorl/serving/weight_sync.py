@@ -57,6 +57,7 @@ class WeightSync:
         self.last_duration_s = 0.0
         self.last_bytes = 0
         self.last_full_bytes = 0  # the whole weights' bytes (last_bytes is less with deltas)
+        self.retries = 0  # pushes made again after a replica failed mid-sync (train/steps.push_weights)
 
     async def push(
         self, state_dict: Mapping[str, Any], version: int | None = None, mode: Literal["wait", "abort"] = "wait"

@@ -43,6 +43,7 @@ from legorl.train.steps import (
     run_estimate,
     save,
     start_or_resume,
+    sync_metrics,
     trial_specs,
     validate,
     validation_due,
@@ -168,9 +169,7 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
             kept, fstats = trajectory_filter(results)
             metrics = learn(trainer, kept)
             if not metrics.get("actor/skipped"):
-                metrics["timing/weight_sync_s"] = await push_weights(runtime, sync, trainer)
-                metrics["weight_sync/bytes"] = float(sync.last_bytes)
-                metrics["weight_sync/delta_share"] = sync.last_bytes / max(sync.last_full_bytes, 1)
+                metrics.update(sync_metrics(sync, await push_weights(runtime, sync, trainer)))
                 metrics["weight_version"] = float(sync.version)
             metrics.update(rollout_metrics(results, fstats))
             metrics.update(sampler.observe(results))  # pass rates for tasks.sampling, mixed-group share
@@ -238,9 +237,7 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
             actor_version += 1
             since_sync += 1
             if since_sync >= every or step == cfg.trainer.total_steps:
-                metrics["timing/weight_sync_s"] = await push_weights(runtime, sync, trainer, actor_version, mode)
-                metrics["weight_sync/bytes"] = float(sync.last_bytes)
-                metrics["weight_sync/delta_share"] = sync.last_bytes / max(sync.last_full_bytes, 1)
+                metrics.update(sync_metrics(sync, await push_weights(runtime, sync, trainer, actor_version, mode)))
                 rollouter.wake()
                 since_sync = 0
             metrics["weight_version"] = float(sync.version)

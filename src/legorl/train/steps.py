@@ -3,6 +3,7 @@ validation, learning from a batch, the weight push, metrics, checkpoints, start-
 
 from __future__ import annotations
 
+import logging
 import random
 import shutil
 import time
@@ -19,6 +20,7 @@ from legorl.ops.metrics import MetricsLogger
 from legorl.ops.progress import PhaseProgress
 from legorl.rundir import RunDir
 from legorl.runtime.types import Runtime
+from legorl.serving.types import EngineClosedError, EngineError
 from legorl.serving.weight_sync import WeightSync
 from legorl.tasks.model import Task
 from legorl.train.batch import collate, trainable
@@ -29,6 +31,8 @@ from legorl.train.types import Trainer
 from legorl.trial import TrialResult, TrialSpec
 from legorl.workers.filter import FilterStats
 from legorl.workers.runner import TrialRunner
+
+log = logging.getLogger(__name__)
 
 
 class RunDirExistsError(RuntimeError):
@@ -111,9 +115,26 @@ async def push_weights(runtime: Runtime, sync: WeightSync, trainer: Trainer, ver
     With partial rollout (`mode="abort"`) the runtime resumes the generations the sync cut."""
     t0 = time.perf_counter()
     async with runtime.syncing():
-        await sync.push_stream(trainer.stream_weights, version, mode=mode)
+        try:
+            await sync.push_stream(trainer.stream_weights, version, mode=mode)
+        except EngineClosedError:
+            raise
+        except EngineError as exc:
+            # a replica failed mid-sync (a collective send that timed out, a server killed in the middle): it
+            # refuses calls until it is whole again, and a second push gives it the whole model (a vLLM replica
+            # by files, restarting its server if it died); a second failure ends the step
+            log.warning("weight sync of version %s failed (%s): pushing it once more", version or sync.version + 1, exc)
+            sync.retries += 1
+            await sync.push_stream(trainer.stream_weights, version, mode=mode)
     await runtime.revive()  # a replica restarted since the last sync rejoins with these weights
     return time.perf_counter() - t0
+
+
+def sync_metrics(sync: WeightSync, seconds: float) -> dict[str, float]:
+    """The step's weight-sync figures: time, bytes sent to a replica, their share of the whole weights, retries."""
+    return {"timing/weight_sync_s": seconds, "weight_sync/bytes": float(sync.last_bytes),
+            "weight_sync/delta_share": sync.last_bytes / max(sync.last_full_bytes, 1),
+            "weight_sync/retries": float(sync.retries)}
 
 
 # -- metrics --------------------------------------------------------------------------------------
