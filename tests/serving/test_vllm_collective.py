@@ -94,6 +94,14 @@ async def assert_serves(engine: VLLMEngine, model, state: dict[str, torch.Tensor
     assert sum(deltas) / len(deltas) <= 1e-5 and max(deltas) <= 1e-4, (sum(deltas) / len(deltas), max(deltas))
 
 
+async def assert_collective_again(eng, model, ids, seed: int, version: int) -> None:
+    """After a files restore, the next sync forms a new pair, goes collective and serves exactly what it sent."""
+    newer = perturbed(model, seed)
+    await eng.update_weights(newer, version=version)
+    assert eng.transport.syncs == 1
+    await assert_serves(eng, model, newer, ids, generate=False)
+
+
 async def test_collective_sync_serves_the_pushed_weights_bitwise(server, smollm_dir, model):
     eng = make_engine(server, smollm_dir)
     ids = prompt(smollm_dir)
@@ -143,10 +151,7 @@ async def test_a_sender_that_stops_mid_sync_times_out_and_files_restore(server, 
         await eng.update_weights(new, version=3)  # files
         assert not eng.transport.fallback and eng._exporter.latest[0] == 3 and eng.transport.syncs == 0
         await assert_serves(eng, model, new, ids)
-        newer = perturbed(model, 3)
-        await eng.update_weights(newer, version=4)  # collective again, on a new pair
-        assert eng.transport.syncs == 1
-        await assert_serves(eng, model, newer, ids, generate=False)
+        await assert_collective_again(eng, model, ids, seed=3, version=4)
     finally:
         model.load_state_dict(original)
         await eng.close()
@@ -178,10 +183,7 @@ async def test_a_server_killed_mid_sync_restarts_and_gets_the_weights_back(serve
         await eng.update_weights(new, version=5)  # restart + files
         assert eng.restarts == 1 and server.proc.pid != pid and eng._exporter.latest[0] == 5
         await assert_serves(eng, model, new, ids)
-        newer = perturbed(model, 5)
-        await eng.update_weights(newer, version=6)  # a new pair with the new process
-        assert eng.transport.syncs == 1
-        await assert_serves(eng, model, newer, ids, generate=False)
+        await assert_collective_again(eng, model, ids, seed=5, version=6)
     finally:
         model.load_state_dict(original)
         await eng.close()
