@@ -24,9 +24,10 @@ from pathlib import Path
 import torch
 
 from legorl.cluster import delta as D
-from legorl.cluster.collective import CollectiveBucket, pack, unpack
+from legorl.cluster.collective import CollectiveBucket, unpack
 from legorl.config import load_config
 from legorl.models import resolve_model
+from legorl.serving.pairgroup import pack
 from legorl.train.build import build_trainer
 from legorl.train.steps import learn
 

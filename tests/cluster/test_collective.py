@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from legorl.cluster.collective import CollectiveBucket, Receiver, Sender, TransferError, pack, unpack
+from legorl.cluster.collective import CollectiveBucket, Receiver, Sender, unpack
+from legorl.serving.pairgroup import TransferError, pack
 
 
 def _pair(sender: Sender, peer: str, timeout_s: float = 2.0) -> Receiver:

@@ -16,9 +16,10 @@ import pytest
 import torch
 
 from legorl.cluster import delta as D
-from legorl.cluster.collective import CollectiveBucket, Receiver, Sender, pack
+from legorl.cluster.collective import CollectiveBucket, Receiver, Sender
 from legorl.cluster.receive import receive_bucket
 from legorl.cluster.trainer import _Wire
+from legorl.serving.pairgroup import pack
 from legorl.serving.replica_proc import ReplicaDiedError
 
 

@@ -139,7 +139,8 @@ async def test_remote_bucket_update_then_restore(local_ray, replicas, local):
 async def test_collective_bucket_lands_bitwise(local_ray, replicas, local):
     """A bucket over a real gloo pair group (this process plays trainer rank 0's `Sender`): the actor's engine
     then answers exactly as the in-process engine given the same tensors (same tokens, same logprobs)."""
-    from legorl.cluster.collective import CollectiveBucket, Sender, pack
+    from legorl.cluster.collective import CollectiveBucket, Sender
+    from legorl.serving.pairgroup import pack
 
     rep = replicas[1]
     sender = Sender(timeout_s=20.0)

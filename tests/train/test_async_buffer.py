@@ -64,6 +64,7 @@ class FakeSync:
 
     last_bytes = 0
     last_full_bytes = 0
+    retries = 0
 
     async def push_stream(self, produce, version=None, mode="wait") -> int:
         produce(lambda _bucket: None)

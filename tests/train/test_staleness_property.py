@@ -30,6 +30,7 @@ class Sync:
 
     last_bytes = 0
     last_full_bytes = 0
+    retries = 0
 
     def __init__(self) -> None:
         self.version = 0

@@ -1,7 +1,7 @@
 """Lossless weight deltas for the collective transport (`cluster.weight_delta = true`): per bucket, only the
 16-bit words that changed since the version the replica holds, or the whole bucket when that is not smaller.
 
-Why 16-bit words of the packed bucket (`collective.pack`), whatever the dtype: a bf16 element is one word, so a
+Why 16-bit words of the packed bucket (`serving.pairgroup.pack`), whatever the dtype: a bf16 element is one word, so a
 bf16 delta skips exactly the bitwise-unchanged elements; an fp32 element is two words, and a small update often
 leaves its high word (sign, exponent, top of the mantissa) alone, so even fp32 saves a little. Comparing as
 integers makes "unchanged" mean bitwise (NaN and -0.0 included).

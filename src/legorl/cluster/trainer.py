@@ -82,7 +82,8 @@ class TrainerRankActor:
         if self.sender is None:
             import torch
 
-            from legorl.cluster.collective import Sender, backend_for
+            from legorl.cluster.collective import Sender
+            from legorl.serving.pairgroup import backend_for
 
             cfg = RunConfig.model_validate_json(self.cfg_json)
             device = "cuda" if cfg.trainer.device != "cpu" and torch.cuda.is_available() else "cpu"
@@ -163,7 +164,8 @@ class _Wire:
     replicas holding the last version get only what changed (cluster/delta.py), the others the whole bucket."""
 
     def __init__(self, sender: Any, peers: tuple[str, ...], out: queue.Queue, dtype: Any = None):
-        from legorl.cluster.collective import CollectiveBucket, pack
+        from legorl.cluster.collective import CollectiveBucket
+        from legorl.serving.pairgroup import pack
 
         self.sender, self.peers, self.out, self.dtype = sender, tuple(peers), out, dtype
         self._pack, self._meta = pack, CollectiveBucket

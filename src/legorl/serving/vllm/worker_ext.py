@@ -9,7 +9,7 @@ Its methods become worker methods that `/collective_rpc` calls by name (kwargs a
   at host:port, this worker is rank 1). The sender's backend: gloo (CPU tensors, also into a GPU worker: vLLM's
   loaders copy them over) or NCCL (GPU to GPU, buffers on the worker's device; same calls, untested here).
 - `legorl_receive(buckets, timeout_s)`: each bucket (names, dtypes, shapes, nbytes, seq) is one message from rank
-  0 into one flat uint8 buffer, laid out as `legorl.cluster.collective.pack` writes it (each tensor padded to
+  0 into one flat uint8 buffer, laid out as `legorl.serving.pairgroup.pack` writes it (each tensor padded to
   `ALIGN` bytes); views of it go to vLLM's own in-place reload (`Worker.reload_weights(weights_iterator=...)`:
   `model.load_weights` with the layerwise re-processing the CPU build needs, since its linear layers keep a
   repacked copy). While vLLM loads one bucket the next one is being received (two buckets in memory at
