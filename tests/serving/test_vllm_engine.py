@@ -34,8 +34,8 @@ MAX_LEN = SMOLLM_VLLM_MAX_LEN
 TOL = 2e-4  # vLLM's CPU kernels vs HF eager attention, both fp32
 # generations cut mid-way (a weight sync, a kill): long enough that the cut, a few tokens in, lands inside
 # them even on a fast machine, short enough not to pay for hundreds of decode steps
-PARTIAL_TOKENS = 256  # long enough that the pause lands mid-generation on a fast CI box (64 finished first once)
-RESTART_TOKENS = 192
+PARTIAL_TOKENS = 128  # the pause comes with the first streamed token: 64 once finished before a metrics-polled pause
+RESTART_TOKENS = 96
 
 
 @pytest.fixture
@@ -216,7 +216,7 @@ async def test_partial_rollout_resumes_across_a_weight_sync(engine, smollm_dir, 
     """Async mode's sync: pause with abort, reload, resume the cut generation under the new weights; the
     tokens before the cut carry the old version's exact logprobs, those after it the new one's. The pause
     comes as soon as the first streamed tokens arrive (`push` pauses before it exports), so the cut lands
-    early in the 256 tokens asked."""
+    early in the 128 tokens asked."""
     from legorl.serving.manager import SingleReplicaManager
     from legorl.serving.partial import PartialRolloutManager
     from legorl.serving.weight_sync import WeightSync
@@ -254,7 +254,7 @@ async def test_a_dead_server_is_restarted_with_the_weights_it_served(server, smo
     once, in order (the re-run checks the tokens already streamed). The module's server is taken over
     by an engine that owns it (as `VLLMEngine.launch` returns one): this test runs after every other
     test that uses it, and its engine stops it at the end (one vLLM start less for the suite).
-    192 tokens: the kill comes with the first streamed ones, and the re-run generates all 192 again on
+    96 tokens: the kill comes with the first streamed ones, and the re-run generates all 96 again on
     the new server."""
     import os
     import signal
