@@ -30,3 +30,16 @@ def max_delta(model, out, ids, temperature) -> float:
     """Largest |engine logprob - teacher-forced logprob| over the generated tokens of `out`."""
     ref = teacher_forced(model, ids + out.token_ids, temperature)[len(ids) - 1 :]
     return max(abs(a - b) for a, b in zip(out.logprobs, ref, strict=True))
+
+
+def started_server(**config):
+    """A started vLLM server for a module-scoped fixture (`yield from started_server(...)`), stopped after the
+    module (also when its last test killed it and the engine restarted it)."""
+    import asyncio
+
+    from legorl.serving.vllm import VLLMServer, VLLMServerConfig
+
+    srv = VLLMServer(VLLMServerConfig(**config))
+    asyncio.run(srv.start())
+    yield srv
+    asyncio.run(srv.stop())

@@ -12,7 +12,6 @@ Needs .venv-vllm from `bash scripts/setup.sh` (skipped without it, except under 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -22,10 +21,10 @@ import pytest
 import torch
 
 from legorl.serving.types import EngineError, GenerateRequest, InvalidRequestError, SamplingParams
-from legorl.serving.vllm import VLLMEngine, VLLMServer, VLLMServerConfig
+from legorl.serving.vllm import VLLMEngine
 from legorl.serving.vllm.worker_ext import digest
 
-from .reference import hf_model, prompt, teacher_forced
+from .reference import hf_model, prompt, started_server, teacher_forced
 
 pytestmark = pytest.mark.slow
 MAX_LEN = 1024
@@ -35,12 +34,10 @@ BUCKET = 96 << 20  # several buckets for SmolLM2's 651 MB (+ the tied head), so 
 
 @pytest.fixture(scope="module")
 def server(vllm_executable, smollm_dir, tmp_path_factory):
-    srv = VLLMServer(VLLMServerConfig(
+    yield from started_server(
         model_dir=smollm_dir, served_name="smol", max_model_len=MAX_LEN, max_num_seqs=8, kv_cache_gib=1,
-        executable=vllm_executable, work_dir=tmp_path_factory.mktemp("vllm-coll"), worker_extension=True))
-    asyncio.run(srv.start())
-    yield srv
-    asyncio.run(srv.stop())
+        executable=vllm_executable, work_dir=tmp_path_factory.mktemp("vllm-coll"), worker_extension=True,
+    )
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -21,11 +20,11 @@ import torch
 
 from legorl.config.trials import LoraSection
 from legorl.serving.types import EngineError, GenerateRequest, InvalidRequestError, SamplingParams
-from legorl.serving.vllm import VLLMEngine, VLLMServer, VLLMServerConfig
+from legorl.serving.vllm import VLLMEngine
 from legorl.serving.vllm.lora import AdapterExporter, VLLMLora
 from legorl.train.lora import adapter_state, attach_lora, load_adapter
 
-from .reference import hf_model, prompt, teacher_forced
+from .reference import hf_model, prompt, started_server, teacher_forced
 
 pytestmark = pytest.mark.slow
 RANK = 4
@@ -45,13 +44,10 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(vllm_executable, model_dir, tmp_path_factory):
-    srv = VLLMServer(VLLMServerConfig(
+    yield from started_server(
         model_dir=model_dir, served_name="base", max_model_len=512, max_num_seqs=8, kv_cache_gib=1,
         executable=vllm_executable, work_dir=tmp_path_factory.mktemp("vllm-lora"), lora_rank=RANK,
-    ))
-    asyncio.run(srv.start())
-    yield srv
-    asyncio.run(srv.stop())
+    )
 
 
 @pytest.fixture(scope="module")
