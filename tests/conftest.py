@@ -120,10 +120,14 @@ def pytest_sessionstart(session):
 
 
 def _worker_group(nodeid: str) -> str | None:
-    """The tests that must share one xdist worker: "ray" (tests/cluster), "vllm" (`*vllm*` files); None: any."""
+    """The tests that must share one xdist worker: "ray" (tests/cluster), "vllm" (`*vllm*` files), "podman"
+    (tests/env/test_docker*.py: one Podman store, so a test on the other worker would see, and have its
+    cleanup-by-label count, this one's containers); None: any."""
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/cluster/"):
         return "ray"
+    if path.startswith("tests/env/test_docker"):
+        return "podman"
     return "vllm" if "vllm" in path.rsplit("/", 1)[-1] else None
 
 
