@@ -80,7 +80,7 @@ async def main(args: argparse.Namespace) -> None:
                     print(f"    worker: receive + reload {w.get('seconds', 0):.2f} s, of which waiting for bytes "
                           f"{w.get('wait_s', 0):.2f} s, {w.get('buckets', 0):.0f} buckets")
                 else:
-                    sent[transport] = sum(f.stat().st_size for f in eng._exporter.latest[1].glob("*.safetensors"))
+                    sent[transport] = sum(f.stat().st_size for f in eng.loader.exporter.latest[1].glob("*.safetensors"))
                 if i:
                     times[transport].append(dt)
                 print(f"  {transport} sync {i}{' (warm-up)' if not i else ''}: {dt:.2f} s", flush=True)

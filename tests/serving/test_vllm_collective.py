@@ -106,7 +106,7 @@ async def test_collective_sync_serves_the_pushed_weights_bitwise(server, smollm_
     try:
         new = perturbed(model, 0)
         await eng.update_weights(new, version=1)
-        assert eng.weight_version == 1 and eng.transport.syncs == 1 and eng._exporter.latest is None  # no files
+        assert eng.weight_version == 1 and eng.transport.syncs == 1 and eng.loader.exporter.latest is None  # no files
         assert eng.transport.last_bytes >= 651_000_000
         await assert_serves(eng, model, new, ids)
         newer = perturbed(model, 1)  # the second sync reuses the pair
@@ -146,7 +146,7 @@ async def test_a_sender_that_stops_mid_sync_times_out_and_files_restore(server, 
         with pytest.raises(InvalidRequestError, match="full state dict"):
             await eng.update_weights({k: v for k, v in new.items() if "layers.0." in k}, version=3)
         await eng.update_weights(new, version=3)  # files
-        assert not eng.transport.fallback and eng._exporter.latest[0] == 3 and eng.transport.syncs == 0
+        assert not eng.transport.fallback and eng.loader.exporter.latest[0] == 3 and eng.transport.syncs == 0
         await assert_serves(eng, model, new, ids)
         await assert_collective_again(eng, model, ids, seed=3, version=4)
     finally:
@@ -178,7 +178,7 @@ async def test_a_server_killed_mid_sync_restarts_and_gets_the_weights_back(serve
         assert time.monotonic() - t0 < 3 * TIMEOUT_S + 10
         eng.transport.send_bucket = real_send
         await eng.update_weights(new, version=5)  # restart + files
-        assert eng.restarts == 1 and server.proc.pid != pid and eng._exporter.latest[0] == 5
+        assert eng.restarts == 1 and server.proc.pid != pid and eng.loader.exporter.latest[0] == 5
         await assert_serves(eng, model, new, ids)
         await assert_collective_again(eng, model, ids, seed=5, version=6)
     finally:

@@ -135,9 +135,9 @@ async def test_synced_adapters_are_served_exactly_and_never_stale(engine, server
         assert mine.mean() <= MEAN_TOL and mine.max() <= MAX_TOL
         assert old.mean() > FAR  # the check would catch a server still serving the old adapter (or the base)
         previous = with_adapter(model_dir, state)
-        mine_names = [m for m in served_models(server) if m.startswith(engine._lora.prefix)]
+        mine_names = [m for m in served_models(server) if m.startswith(engine.loader.lora.prefix)]
         assert mine_names == [engine._model()] and mine_names[0].endswith(f"-v{version}")
-    assert sorted(p.name for p in engine._lora.exporter.root.iterdir()) == ["lora-v2", "lora-v3"]
+    assert sorted(p.name for p in engine.loader.lora.exporter.root.iterdir()) == ["lora-v2", "lora-v3"]
 
 
 async def test_a_broken_adapter_fails_the_sync_and_the_old_one_keeps_serving(engine, model_dir, monkeypatch):

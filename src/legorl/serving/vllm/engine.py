@@ -42,16 +42,14 @@ from legorl.serving.types import (
     TokenSink,
 )
 from legorl.serving.vllm.http import check_prompt, post_checked
-from legorl.serving.vllm.lora import VLLMLora, refuse_adapter_update
+from legorl.serving.vllm.lora import VLLMLora
 from legorl.serving.vllm.metrics import VLLMMetrics
+from legorl.serving.vllm.reload import WeightLoader
 from legorl.serving.vllm.server import VLLMServer, VLLMServerConfig, vocab_size
 from legorl.serving.vllm.stream import attach_routing, stream_checked
 from legorl.serving.vllm.transfer import CollectiveTransport
 from legorl.serving.vllm.weights import (
     SafetensorsExporter,
-    check_state_dict,
-    checkpoint_shapes,
-    tied_embeddings,
 )
 
 log = logging.getLogger(__name__)
@@ -93,8 +91,6 @@ class VLLMEngine:
         self.server = server
         self.model_dir = model_dir
         self.name = name
-        self._exporter = exporter
-        self._owns_exporter = owns_exporter and exporter is not None  # close() releases it (shared: refcounted)
         self._seed = seed
         self._order = itertools.count()
         self._version = weight_version
@@ -110,14 +106,17 @@ class VLLMEngine:
         self._paused = False
         self._closed = False
         self._sync_lock = asyncio.Lock()
-        self._shapes: dict[str, tuple[int, ...]] | None = None
-        self._tied = False
         self.max_restarts = max_restarts  # an owned server that dies is restarted with its weights
         self.restarts = 0
         self._revive_lock = asyncio.Lock()
-        self._lora = lora  # a LoRA run: the server applies the run's adapter (lora.py)
-        # "collective": weights go over a process group into the server's worker extension (transfer.py)
-        self.transport = CollectiveTransport(self, weight_sync_timeout_s) if weight_transport == "collective" else None
+        # files, the collective pair or a LoRA adapter; and what a restarted server gets back (reload.py)
+        self.loader = WeightLoader(self, self._post, model_dir, exporter, owns_exporter, lora, weight_transport,
+                                   weight_sync_timeout_s)
+
+    @property
+    def transport(self) -> CollectiveTransport | None:
+        """The collective pair group (`weight_transport = "collective"`), else None."""
+        return self.loader.transport
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
@@ -252,8 +251,7 @@ class VLLMEngine:
         return out
 
     def _model(self) -> str:
-        """The `model` a request names: the served base, or in a LoRA run the adapter the server last accepted."""
-        return self._lora.model(self.served_name) if self._lora is not None else self.served_name
+        return self.loader.model(self.served_name)
 
     async def prompt_logprobs(self, token_ids: list[int], temperature: float = 1.0) -> list[float | None]:
         """vLLM computes prompt logprobs from the raw logits: only temperature 1 is exact."""
@@ -331,44 +329,19 @@ class VLLMEngine:
         the version. After a failed collective sync (or a restart that lost the weights) only a full state dict
         is taken, by files; the replica serves nothing until then. A LoRA run's update is its adapter: written
         as a PEFT directory and loaded under a new name (lora.py)."""
-        if self.model_dir is None:
-            raise InvalidRequestError("weight sync to an attached vLLM server needs its model_dir")
-        if self._shapes is None:  # the served checkpoint, read once
-            self._shapes, self._tied = checkpoint_shapes(self.model_dir), tied_embeddings(self.model_dir)
-        if self._lora is not None:
-            lora_dir = await self._lora.export(state_dict, version, self._shapes)
-        else:
-            refuse_adapter_update(state_dict)
-            check_state_dict(state_dict, self._shapes, self._tied)
-            if self.transport is not None:
-                self.transport.check_restorable(state_dict, self._shapes, self._tied)
+        prepared = await self.loader.prepare(state_dict, version)
         await self._ensure_alive()
-        if self._exporter is None:
-            self._exporter, self._owns_exporter = SafetensorsExporter(), True
         async with self._sync_lock:
             was_paused = self._paused
             if not was_paused:
                 await self.pause(mode)
             try:
-                if self._lora is not None:
-                    await self._lora.load(self._post_plain, lora_dir, version)
-                elif self.transport is not None and not self.transport.fallback:
-                    await self.transport.push(state_dict, self._tied)  # type: ignore[arg-type]
-                    await self._post("/update_weight_version", {"new_version": str(version)})
-                else:
-                    await self._load(await self._exporter.export(state_dict, version, self._tied), version)
-                    if self.transport is not None:
-                        self.transport.fallback = False  # whole again: the next sync forms a new pair
+                await self.loader.apply(state_dict, version, prepared)
                 await self._post("/reset_prefix_cache", None)
                 self._version = version
             finally:
                 if not was_paused:
                     await self.resume()
-
-    async def _load(self, path: Path, version: int) -> None:
-        """Reload the server's weights in place from `path` and label them `version`."""
-        await self._post("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(path)}})
-        await self._post("/update_weight_version", {"new_version": str(version)})
 
     async def pause(self, mode: Mode = "wait") -> None:
         """New calls wait here; in-flight ones finish (`wait`) or return partial output (`abort`)."""
@@ -424,10 +397,7 @@ class VLLMEngine:
             await self._session.close()
         if self.server is not None:
             await self.server.stop()
-        if self._owns_exporter and self._exporter is not None:
-            self._exporter.close()
-        if self._lora is not None:
-            self._lora.close()
+        self.loader.close()
 
     # -- internals -----------------------------------------------------------------------------
     async def _poll_metrics(self) -> None:
@@ -458,22 +428,11 @@ class VLLMEngine:
                 await self.server.restart()
             except EngineError as exc:  # closed: a pool fails the replica's calls over to the others
                 raise EngineClosedError(f"vLLM server of {self.name} died and did not restart: {exc}") from exc
-            if self._lora is not None:  # the base is the checkpoint; the adapter goes back before any request
-                await self._lora.restore(self._post_plain)
-                return
-            latest = self._exporter.latest if self._exporter else None
-            if self.transport is not None and self.transport.restarted(latest, self._version):
-                return
-            if self._version == 0 and latest is None:
-                return
-            if latest is None or latest[0] != self._version:
-                raise EngineClosedError(f"vLLM server of {self.name} restarted but the weights of version "
-                                        f"{self._version} are no longer on disk")
-            await self._load(latest[1], self._version)
+            await self.loader.restore(self._version, self.name)
 
     def _validate(self, ids: list[int]) -> None:
         self._check_open()
-        if self.transport is not None and self.transport.fallback:  # never serve a mix of two versions
+        if self.loader.waits_for_full_sync:  # never serve a mix of two versions
             raise EngineError(f"{self.name} waits for a full weight sync (the last collective sync failed)")
         check_prompt(ids, self.vocab_size, self.max_model_len)
 
@@ -486,9 +445,6 @@ class VLLMEngine:
         except EngineError:
             self._check_open()
             raise
-
-    async def _post_plain(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        return await self._post(path, body, plain=True)
 
     async def _stream(self, body: dict[str, Any], sink: TokenSink) -> dict[str, Any]:
         """`/v1/completions` streamed: `sink` gets each chunk's ids (not retried: tokens went out)."""
