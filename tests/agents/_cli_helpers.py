@@ -164,3 +164,23 @@ def teacher_forced_mean_delta(model_dir, branch) -> float:
     deltas = [abs(lp - ref[i - 1]) for i, (m, lp) in enumerate(zip(branch.mask, branch.logprobs, strict=True)) if m]
     assert deltas, "no policy tokens"
     return sum(deltas) / len(deltas)
+
+
+_NET_PROBE = ("python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), 3)' 2>/dev/null "
+              "&& echo open || echo closed")
+
+
+def sandbox_probe(marker: Path) -> str:
+    """A shell command for a harness's tool: uid, hostname and whether the network is reachable go to proof.txt
+    in the task dir, and it tries to write `marker`, a host path outside the sandbox."""
+    return f"echo $(id -u) $(hostname) $({_NET_PROBE}) > proof.txt; echo x > {marker}"
+
+
+def assert_probe_ran_sandboxed(files: dict, marker: Path, result, logs: Path, stem: str) -> None:
+    """`sandbox_probe` ran inside the sandbox: non-root, hostname `sandbox`, no network, the host untouched
+    (`stem`: the harness's log names under `logs`, shown when proof.txt is missing)."""
+    assert "proof.txt" in files, (result, (logs / f"{stem}.stdout").read_text()[-3000:],
+                                  (logs / f"{stem}.stderr").read_text()[-2000:])
+    uid, host, network = files["proof.txt"].split()
+    assert host == "sandbox" and int(uid) != 0 and network == "closed"
+    assert not marker.exists()

@@ -10,10 +10,12 @@ from _cli_helpers import (
     HangingManager,
     ScriptedManager,
     assert_output_is_context,
+    assert_probe_ran_sandboxed,
     ensure_cli,
     policy_logprobs,
     procs_matching,
     run_trial,
+    sandbox_probe,
     teacher_forced_mean_delta,
 )
 from _cli_helpers import tool_call as _call
@@ -64,18 +66,13 @@ def test_outcomes():
 async def test_codex_runs_its_shell_in_the_sandbox(codex_installed, tiny_stack, task, sandbox_root, tmp_path):
     real, tok = tiny_stack
     marker = tmp_path / "host-marker.txt"
-    net = "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), 3)' 2>/dev/null && echo open || echo closed"
-    script = [_call(f"echo $(id -u) $(hostname) $({net}) > proof.txt; echo x > {marker}", tool="exec_command")
+    script = [_call(sandbox_probe(marker), tool="exec_command")
               .replace('"command"', '"cmd"'), "Done."]
     limits = ScaffoldLimits(max_turns=4, timeout_sec=120, max_tokens_per_call=64)
     result, record, files = await run_trial(ScriptedManager(real, tok, script), tok, task, sandbox_root, tmp_path,
                                             limits, _codex())
     logs = tmp_path / "logs"
-    assert "proof.txt" in files, (result, (logs / "codex.stdout").read_text()[-3000:],
-                                  (logs / "codex.stderr").read_text()[-2000:])
-    uid, host, network = files["proof.txt"].split()
-    assert host == "sandbox" and int(uid) != 0 and network == "closed"
-    assert not marker.exists()
+    assert_probe_ran_sandboxed(files, marker, result, logs, "codex")
     assert result.exit_status == "finished" and result.metadata["tool_uses"] == 1, result
     assert record.counters.calls == 2 and record.counters.tool_calls == 1
     assert record.counters.extensions == 1 and record.counters.rewrites == 0  # Codex sent back what it got

@@ -11,10 +11,12 @@ import pytest
 from _cli_helpers import (
     HangingManager,
     ScriptedManager,
+    assert_probe_ran_sandboxed,
     ensure_cli,
     policy_logprobs,
     procs_matching,
     run_trial,
+    sandbox_probe,
 )
 from _cli_helpers import tool_call as _call
 
@@ -120,18 +122,13 @@ def _cli_tool_call(name: str, command: str) -> str:
 async def test_cli_runs_its_tools_in_the_sandbox(name, cli_installed, tiny_stack, task, sandbox_root, tmp_path):
     real, tok = tiny_stack
     marker = tmp_path / "host-marker.txt"
-    net = "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), 3)' 2>/dev/null && echo open || echo closed"
-    script = [_cli_tool_call(name, f"echo $(id -u) $(hostname) $({net}) > proof.txt; echo x > {marker}"), "Done."]
+    script = [_cli_tool_call(name, sandbox_probe(marker)), "Done."]
     limits = ScaffoldLimits(max_turns=4, timeout_sec=120, max_tokens_per_call=64)
     result, record, files = await run_trial(ScriptedManager(real, tok, script), tok, task, sandbox_root, tmp_path,
                                          limits, _cli(name))
     logs = tmp_path / "logs"
     stem = "claude" if name == "claude-code" else "opencode"
-    assert "proof.txt" in files, (result, (logs / f"{stem}.stdout").read_text()[-3000:],
-                                  (logs / f"{stem}.stderr").read_text()[-2000:])
-    uid, host, network = files["proof.txt"].split()
-    assert host == "sandbox" and int(uid) != 0 and network == "closed"
-    assert not marker.exists()
+    assert_probe_ran_sandboxed(files, marker, result, logs, stem)
     assert result.exit_status == "finished", result
     assert result.metadata["tool_uses"] >= 1
     assert record.counters.calls >= 2 and record.counters.tool_calls >= 1

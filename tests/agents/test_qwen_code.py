@@ -13,9 +13,11 @@ import pytest
 from _cli_helpers import (
     ScriptedManager,
     assert_output_is_context,
+    assert_probe_ran_sandboxed,
     ensure_cli,
     policy_logprobs,
     run_trial,
+    sandbox_probe,
     teacher_forced_mean_delta,
 )
 from _cli_helpers import tool_call as _call
@@ -94,18 +96,13 @@ def test_outcomes():
 async def test_qwen_runs_its_shell_in_the_sandbox(qwen_installed, long_stack, task, sandbox_root, tmp_path):
     real, tok = long_stack
     marker = tmp_path / "host-marker.txt"
-    net = "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), 3)' 2>/dev/null && echo open || echo closed"
-    script = [_call(f"echo $(id -u) $(hostname) $({net}) > proof.txt; echo x > {marker}; cat nothing-here",
+    script = [_call(sandbox_probe(marker) + "; cat nothing-here",
                     tool="run_shell_command"), "Done."]
     limits = ScaffoldLimits(max_turns=4, timeout_sec=120, max_tokens_per_call=64, temperature=0.7)
     manager = _Recording(real, tok, script)
     result, record, files = await run_trial(manager, tok, task, sandbox_root, tmp_path, limits, QwenCode())
     logs = tmp_path / "logs"
-    assert "proof.txt" in files, (result, (logs / "qwen.stdout").read_text()[-3000:],
-                                  (logs / "qwen.stderr").read_text()[-2000:])
-    uid, host, network = files["proof.txt"].split()
-    assert host == "sandbox" and int(uid) != 0 and network == "closed"
-    assert not marker.exists()
+    assert_probe_ran_sandboxed(files, marker, result, logs, "qwen")
     assert result.exit_status == "finished" and result.metadata["tool_uses"] == 1, result
     assert record.counters.calls == 2 and record.counters.tool_calls == 1
     assert record.counters.extensions == 1 and record.counters.rewrites == 0  # Qwen Code sent back what it got
