@@ -176,6 +176,9 @@ async def test_a_server_killed_mid_sync_restarts_and_gets_the_weights_back(serve
         with pytest.raises(EngineError):
             await eng.update_weights(new, version=5)
         assert time.monotonic() - t0 < 3 * TIMEOUT_S + 10
+        # the sync can fail (the worker's RPC) a moment before the send thread reaches bucket 1 and kills: wait
+        # for the kill, so the next sync is the one that finds the server dead
+        assert await server.died(within_s=3 * TIMEOUT_S)
         eng.transport.send_bucket = real_send
         await eng.update_weights(new, version=5)  # restart + files
         assert eng.restarts == 1 and server.proc.pid != pid and eng.loader.exporter.latest[0] == 5

@@ -141,7 +141,7 @@ class CollectiveTransport:
             self.pair = await asyncio.wait_for(asyncio.shield(hosting), self.timeout_s + 5)
         finally:
             if not hosting.done():  # the host thread ends at its own store timeout
-                hosting.add_done_callback(lambda f: f.exception())
+                hosting.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     async def _transfer(self, buckets: list[dict[str, torch.Tensor]]) -> int:
         layouts = [bucket_layout(seq, b) for seq, b in enumerate(buckets)]
@@ -160,7 +160,7 @@ class CollectiveTransport:
         finally:
             rpc.cancel()
             if not send.done():  # the thread's sends end at their own timeout
-                send.add_done_callback(lambda f: f.exception())
+                send.add_done_callback(lambda f: f.cancelled() or f.exception())
         return int(send.result())
 
     def _send_all(self, buckets: list[dict[str, torch.Tensor]]) -> int:
