@@ -61,3 +61,46 @@ def test_per_row_accumulation_matches_the_padded_batch(tiny_llama_dir, tmp_path)
     ref_state = ref.state_dict()
     worst = max(float((v - ref_state[k]).abs().max()) for k, v in got.state_dict().items())
     assert worst < 1e-5, worst  # two AdamW steps at lr 1e-3 move weights ~2e-3: rounding only
+
+
+def test_checkpointing_recomputes_only_the_long_rows_and_changes_nothing(tiny_llama_dir, tmp_path, monkeypatch):
+    """With `model.gradient_checkpointing` the warm start recomputes a row only when its activations would pass
+    `WARM_START_ROW_ACT_BYTES` (here set between the 23- and 31-token rows); the model is the same either way."""
+    from transformers import AutoModelForCausalLM
+
+    import legorl.ops.preflight_memory as pm
+    import legorl.train.memory as memory
+
+    section = RunConfig().warm_start.model_copy(update={"epochs": 2, "lr": 1e-3, "batch_size": 2})
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    dims = pm.ModelDims.from_config(model.config.to_dict())
+    monkeypatch.setattr(pm, "WARM_START_ROW_ACT_BYTES", pm.activation_bytes(dims, 27, False))
+    examples = _examples(model.config.vocab_size)
+    decisions: list[bool] = []
+    real = memory.set_activation_checkpointing
+    monkeypatch.setattr(memory, "set_activation_checkpointing", lambda m, on: (decisions.append(on), real(m, on)))
+    finetune(tiny_llama_dir, examples, section, seed=0, out_dir=tmp_path / "plain", on_line=lambda _: None)
+    assert decisions == []  # no checkpointing asked: no switching
+    finetune(tiny_llama_dir, examples, section, seed=0, out_dir=tmp_path / "ckpt", on_line=lambda _: None,
+             checkpointing=True)
+    assert sorted(decisions) == [False] * 6 + [True] * 2  # 2 epochs x (23, 9, 17 tokens: no; 31: yes)
+    a, b = (AutoModelForCausalLM.from_pretrained(tmp_path / d, dtype=torch.float32).state_dict()
+            for d in ("plain", "ckpt"))
+    assert max(float((v - b[k]).abs().max()) for k, v in a.items()) < 1e-6
+
+
+def test_suspended_checkpointing_runs_each_layer_once(tiny_llama_dir):
+    from transformers import AutoModelForCausalLM
+
+    from legorl.train.memory import enable_activation_checkpointing, set_activation_checkpointing
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
+    enable_activation_checkpointing(model)
+    calls = [0]
+    model.model.layers[0].mlp.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    ids = torch.tensor([[5, 6, 7, 8]])
+    for on, expected in ((True, 2), (False, 1)):
+        calls[0] = 0
+        set_activation_checkpointing(model, on)
+        model(input_ids=ids).logits.sum().backward()
+        assert calls[0] == expected, (on, calls[0])

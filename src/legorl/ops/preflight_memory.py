@@ -36,6 +36,7 @@ BLOCK_SIZE = 16  # the embedded engine's KV block
 LOGITS_CHUNK = 256  # train/logprobs.py: positions per vocabulary-projection chunk
 LOGITS_COPIES = 3  # logits, log-softmax, and the gradient flowing back through them
 WARM_START_TOKENS_PER_ROW = 512  # a demonstration transcript (system prompt + 2-4 turns): ~250-450 tokens
+WARM_START_ROW_ACT_BYTES = 1.0 * GB  # a warm-start row whose activations fit here is not recomputed
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
 
 
@@ -103,6 +104,14 @@ def activation_bytes(d: ModelDims, tokens: int, checkpointing: bool) -> float:
     return d.layers * per_layer
 
 
+def warm_start_recomputes(d: ModelDims, tokens: int, checkpointing: bool) -> bool:
+    """Whether the warm start checkpoints a row of `tokens` positions: with `model.gradient_checkpointing`,
+    only a row whose saved activations would pass `WARM_START_ROW_ACT_BYTES` (the warm start runs one row
+    per forward, so a short transcript's activations are small, and the recompute would cost ~1/3 more
+    compute for nothing)."""
+    return checkpointing and activation_bytes(d, tokens, False) > WARM_START_ROW_ACT_BYTES
+
+
 def micro_batch_tokens(cfg: RunConfig) -> int:
     """Positions one trainer forward computes at most."""
     t, r = cfg.trainer, cfg.rollout
@@ -140,7 +149,8 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
     w = cfg.warm_start
     if w.enabled:
         ws_tokens = WARM_START_TOKENS_PER_ROW  # one transcript per forward (gradients accumulated)
-        parts["warm-start act"] = activation_bytes(dims, ws_tokens, cfg.model.gradient_checkpointing)
+        parts["warm-start act"] = activation_bytes(
+            dims, ws_tokens, warm_start_recomputes(dims, ws_tokens, cfg.model.gradient_checkpointing))
         parts["warm-start logits"] = LOGITS_COPIES * min(LOGITS_CHUNK, ws_tokens) * dims.vocab * 4.0
         phases["warm start"] = ["base", "trainer weights+grads+AdamW", "AdamW temp", "warm-start act",
                                 "warm-start logits"]

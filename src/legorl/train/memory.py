@@ -24,7 +24,8 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def enable_activation_checkpointing(model: torch.nn.Module) -> int:
-    """Recompute every decoder layer's activations in the backward pass; returns the layers wrapped."""
+    """Recompute every decoder layer's activations in the backward pass; returns the layers wrapped.
+    `set_activation_checkpointing(model, False)` suspends it (for a forward whose activations are small)."""
     layers = decoder_layers(model)
     for layer in layers:
         if getattr(layer, "_legorl_checkpointed", False):
@@ -32,14 +33,23 @@ def enable_activation_checkpointing(model: torch.nn.Module) -> int:
         inner = layer.forward
 
         @functools.wraps(inner)
-        def forward(*args, _inner=inner, **kwargs):
-            if torch.is_grad_enabled():
+        def forward(*args, _inner=inner, _layer=layer, **kwargs):
+            if torch.is_grad_enabled() and _layer._legorl_checkpoint_on:
                 return checkpoint(_inner, *args, use_reentrant=False, **kwargs)
             return _inner(*args, **kwargs)
 
         layer.forward = forward
         layer._legorl_checkpointed = True
+        layer._legorl_checkpoint_on = True
     return len(layers)
+
+
+def set_activation_checkpointing(model: torch.nn.Module, on: bool) -> None:
+    """Turn the recompute of `enable_activation_checkpointing` on or off for the next forwards (same
+    gradients either way: it trades compute for memory only)."""
+    for layer in decoder_layers(model):
+        if getattr(layer, "_legorl_checkpointed", False):
+            layer._legorl_checkpoint_on = on
 
 
 def fixed_micro_batches(rows: Sequence[int], size: int) -> list[list[int]]:

@@ -204,16 +204,19 @@ def finetune(model_dir: Path, examples: list[Example], section: WarmStartSection
     Each transcript is its own forward/backward, its gradient accumulated with the batch's token count as
     the divisor: the step's loss and gradient are the padded batch's (to fp32 rounding), while only one
     transcript's activations are alive at a time (4 padded rows held ~2.4 GB at 135M) and no padding is
-    computed. `checkpointing` (`model.gradient_checkpointing`) recomputes each layer's in backward."""
+    computed. `checkpointing` (`model.gradient_checkpointing`) recomputes each layer's in backward, for the
+    rows whose activations would be large (`warm_start_recomputes`: a ~250-token transcript's are not)."""
     from transformers import AutoModelForCausalLM
 
-    from legorl.train.memory import enable_activation_checkpointing
+    from legorl.ops.preflight_memory import ModelDims, warm_start_recomputes
+    from legorl.train.memory import enable_activation_checkpointing, set_activation_checkpointing
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     model.train(False)  # no dropout, as in the RL update
     if checkpointing:
         enable_activation_checkpointing(model)
+    dims = ModelDims.from_config(model.config.to_dict())
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=section.lr, weight_decay=0.0,
                             foreach=False)  # no all-parameter temporary (train/actor.py)
     rng = random.Random(seed)
@@ -227,6 +230,8 @@ def finetune(model_dir: Path, examples: list[Example], section: WarmStartSection
             n = float(sum(sum(e.mask) for e in batch))
             loss_sum = 0.0
             for e in batch:  # one row per forward: no padding, one row's activations at a time
+                if checkpointing:  # only a long row is recomputed
+                    set_activation_checkpointing(model, warm_start_recomputes(dims, len(e.input_ids), True))
                 ids = torch.tensor([e.input_ids])
                 mask = torch.tensor([e.mask], dtype=torch.float32)
                 logp, _ = token_logprobs(model, ids, torch.ones_like(ids), mask)
