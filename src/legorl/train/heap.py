@@ -47,3 +47,18 @@ def trim_heap() -> bool:
     gc.collect()
     libc = _libc()
     return bool(libc.malloc_trim(0)) if libc is not None else False
+
+
+def memory_metrics() -> dict[str, float]:
+    """This process's resident memory now and its high-water mark so far (`perf/rss_gb`,
+    `perf/peak_rss_gb`, GB), logged each step so a run shows which step or phase set its peak."""
+    import resource
+
+    out = {"perf/peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9}
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        out["perf/rss_gb"] = pages * os.sysconf("SC_PAGE_SIZE") / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    return out

@@ -30,6 +30,7 @@ from legorl.tasks.model import Task
 from legorl.tasks.split import load_task_split
 from legorl.train.budget import engine_budget, loop_budget, trial_budget
 from legorl.train.build import build_trainer
+from legorl.train.heap import memory_metrics
 from legorl.train.rollouter import Rollouter
 from legorl.train.sampler import TaskSampler
 from legorl.train.steps import (
@@ -178,6 +179,7 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
             metrics.update(await runtime.serving_metrics())
             if validation_due(cfg, step):
                 metrics.update(await validate(runtime.runner, cfg, val_tasks, step, bar))
+            metrics.update(memory_metrics())
             metrics["timing/step_s"] = time.perf_counter() - t0
             log(step, metrics)
             if checkpoint_due(cfg, step):
@@ -260,6 +262,7 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
             engines_before = engines_now
             if validation_due(cfg, step):
                 metrics.update(await validate(runtime.runner, cfg, val_tasks, step, bar))
+            metrics.update(memory_metrics())
             metrics["timing/step_s"] = time.perf_counter() - t0
             metrics["timing/wall_s"] = time.perf_counter() - t_run
             log(step, metrics)
