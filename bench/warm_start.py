@@ -1,0 +1,71 @@
+"""The warm start's fine-tune, one epoch over a run's demonstration transcripts, with every row recomputed
+(activation checkpointing as it was) against today's rule (a row is recomputed only when its activations
+would pass `WARM_START_ROW_ACT_BYTES`), each variant in a fresh subprocess, alternated `--reps` times
+(this machine is noisy: compare within a run).
+
+    .venv/bin/python bench/warm_start.py RUN/warm_start/transcripts.jsonl [--rows 32] [--reps 2]
+        [--model smollm2-135m-instruct]
+
+Prints per variant the median seconds, trained-sequence tokens per second and peak RSS, then the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+_CHILD = r"""
+import json, resource, sys, tempfile, time
+from pathlib import Path
+import legorl.ops.preflight_memory as pm
+from legorl.config import RunConfig
+from legorl.models import resolve_model
+from legorl.models.chat import load_tokenizer
+from legorl.train.warmstart import Transcript, encode, finetune
+
+path, rows, model, variant = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+if variant == "recompute-all":
+    pm.WARM_START_ROW_ACT_BYTES = 0.0
+model_dir = resolve_model(model)
+tok = load_tokenizer(model_dir)
+lines = Path(path).read_text().splitlines()[:rows]
+examples = [encode(tok, Transcript(d["messages"], d["train_from"], d["source"])) for d in map(json.loads, lines)]
+section = RunConfig().warm_start.model_copy(update={"epochs": 1, "lr": 1e-4, "batch_size": 4})
+with tempfile.TemporaryDirectory() as out:
+    t0 = time.perf_counter()
+    finetune(model_dir, examples, section, seed=0, out_dir=Path(out) / "m", on_line=lambda _: None, checkpointing=True)
+    dt = time.perf_counter() - t0
+print(json.dumps({"s": dt, "tokens": sum(len(e.input_ids) for e in examples),
+                  "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9}))
+"""
+
+VARIANTS = ("recompute-all", "rule")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("transcripts")
+    ap.add_argument("--rows", type=int, default=32)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--model", default="smollm2-135m-instruct")
+    a = ap.parse_args()
+    got: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+    for _ in range(a.reps):
+        for v in VARIANTS:
+            out = subprocess.run([sys.executable, "-c", _CHILD, a.transcripts, str(a.rows), a.model, v],
+                                 capture_output=True, text=True, check=True).stdout
+            got[v].append(json.loads(out.strip().splitlines()[-1]))
+    med = {}
+    for v, runs in got.items():
+        s = statistics.median(r["s"] for r in runs)
+        med[v] = s
+        print(f"{v}: {s:.1f} s for {runs[0]['tokens']} tokens ({runs[0]['tokens'] / s:.0f} tok/s), "
+              f"peak RSS {max(r['peak_gb'] for r in runs):.2f} GB")
+    print(f"warm start epoch, recompute-all / rule: {med['recompute-all'] / med['rule']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
