@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 pytest.importorskip("ray")
 
 from legorl.config import load_config
-from legorl.tasks import load_tasks
+from legorl.tasks import load_task, load_tasks
 from legorl.trial import INFRA_OUTCOMES, TrialSpec
 from legorl.workers.filter import TrajectoryFilter
 
@@ -31,6 +32,17 @@ def tasks():
 
 def _specs(tasks, n_tasks: int, attempts: int = 2, step: int = 1) -> list[TrialSpec]:
     return [TrialSpec(t, attempt=a, group_id=t.id, step=step) for t in tasks[:n_tasks] for a in range(attempts)]
+
+
+def _slow_copies(tasks, root: Path) -> list:
+    """Copies of `tasks` whose verifier sleeps for ten minutes: a trial of them cannot end on its own."""
+    out = []
+    for t in tasks:
+        slow = root / "slow" / t.id
+        shutil.copytree(t.path, slow)
+        (slow / "tests" / "test.sh").write_text("#!/bin/bash\nsleep 600\n")
+        out.append(load_task(slow))
+    return out
 
 
 def _alive_hosts() -> list[dict]:
@@ -70,7 +82,8 @@ async def _close_and_check_gone(ray, gateway, runner) -> None:
     assert await GatewayEndpoints(gateway, close_timeout_s=10).close("any", None) is None  # a dead gateway
 
 
-async def test_trials_spread_over_two_hosts_with_the_gateways_exact_records(local_ray, tiny_run_config, tasks):
+async def test_trials_spread_over_two_hosts_with_the_gateways_exact_records(local_ray, tiny_run_config, tasks,
+                                                                          tmp_path):
     gateway, runner, run_root = await _start(local_ray, tiny_run_config, "hosts-a")
     try:
         specs = _specs(tasks, 2)
@@ -98,8 +111,10 @@ async def test_trials_spread_over_two_hosts_with_the_gateways_exact_records(loca
         assert len({r.tokens.capture["session_id"] for r in results}) == 4
         assert runner.metrics()["cluster/host_trials_lost"] == 0.0
 
-        # cancelling the batch cancels the trials on the hosts (ray.cancel): nothing keeps running there
-        batch = asyncio.create_task(runner.run(_specs(tasks, 2, step=2), 1.0))
+        # cancelling the batch cancels the trials on the hosts (ray.cancel): nothing keeps running there.
+        # Their verifiers sleep, so no trial can finish before the cancel lands (the tiny model's trials
+        # take well under a second: with the real tasks one could end first on a loaded machine).
+        batch = asyncio.create_task(runner.run(_specs(_slow_copies(tasks[:2], tmp_path), 2, step=2), 1.0))
         while sum(h.inflight for h in runner.hosts) < 4:
             await asyncio.sleep(0.01)
         batch.cancel()
