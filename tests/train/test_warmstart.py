@@ -4,7 +4,9 @@ the builtin scaffold, their token masks, and the fine-tune itself on the tiny mo
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from legorl.models.chat import encode_text, render_chat
 from legorl.tasks.builtin_sets import load_builtin
 from legorl.tasks.loader import load_tasks
 from legorl.tasks.model import Task
+from legorl.train.schedule import lr_lambda
 from legorl.train.warmstart import (
     Transcript,
     encode,
@@ -126,6 +129,39 @@ def test_finetune_learns_the_demonstrations(tiny_llama_dir, tokenizer, tmp_path)
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "m")  # a plain HF model dir: engines load it
     assert model.config.vocab_size == AutoModelForCausalLM.from_pretrained(tiny_llama_dir).config.vocab_size
     assert encode_text(tokenizer, "x") == encode_text(type(tokenizer).from_pretrained(tmp_path / "m"), "x")
+
+
+def test_lr_schedules_warm_up_then_decay_to_zero():
+    """The one schedule both the trainer and the warm start step with (train/schedule.py)."""
+    f = lr_lambda("constant", 0, 10)
+    assert [f(i) for i in range(10)] == [1.0] * 10
+    lin = lr_lambda("linear", 2, 10)
+    assert [lin(i) for i in range(10)] == [0.5, 1.0, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125]
+    cos = lr_lambda("cosine", 0, 8)
+    vals = [cos(i) for i in range(8)]
+    assert vals[0] == 1.0 and 0.0 < vals[-1] < 0.05 and all(a > b for a, b in itertools.pairwise(vals))
+    assert cos(3) == pytest.approx(0.5 * (1 + math.cos(math.pi * 3 / 8)))
+    with pytest.raises(ValueError, match="lr_scheduler"):
+        load_config(None, ["warm_start.lr_scheduler=step"])
+
+
+def test_finetune_steps_with_the_schedule(tiny_llama_dir, tokenizer, tmp_path, monkeypatch):
+    """The optimizer runs each step at the schedule's rate (AdamW.step is observed, not replaced)."""
+    import torch
+
+    seen: list[float] = []
+    real_step = torch.optim.AdamW.step
+
+    def observed(self, *a, **k):
+        seen.append(self.param_groups[0]["lr"])
+        return real_step(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", observed)
+    cfg = load_config(None, ["warm_start.lr=1e-3", "warm_start.lr_scheduler=linear", "warm_start.warmup_steps=2",
+                             "warm_start.epochs=2", "warm_start.batch_size=2"])
+    examples = [encode(tokenizer, _transcript())] * 4  # 2 steps an epoch, 4 in all, the first two warm-up
+    finetune(tiny_llama_dir, examples, cfg.warm_start, seed=0, out_dir=tmp_path / "m", on_line=lambda _: None)
+    assert seen == pytest.approx([5e-4, 1e-3, 1e-3, 5e-4])
 
 
 def test_task_fraction_splits_demonstrations_from_rl_tasks():

@@ -156,7 +156,12 @@ class WarmStartSection(Section):
     epochs: int = Field(2, ge=1)
     """Passes over the demonstrations."""
     lr: float = Field(2e-5, gt=0.0)
-    """AdamW learning rate (constant)."""
+    """AdamW learning rate (the peak, under `lr_schedule`)."""
+    lr_scheduler: Literal["constant", "cosine", "linear"] = "constant"
+    """After warm-up: `constant`, or a decay that reaches 0 after the last optimizer step (as `trainer.
+    lr_scheduler`). A decaying rate ends at a point that depends less on the last batches' order (docs/agent.md)."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear warm-up optimizer steps (an epoch is ceil(transcripts / batch_size) steps)."""
     batch_size: int = Field(4, ge=1)
     """Transcripts per optimizer step (loss: mean NLL over their assistant tokens)."""
 

@@ -36,20 +36,7 @@ from legorl.train.memory import (
 )
 from legorl.train.prefix import Level, group_prefix_lengths, plan_prefixes, routing_for
 from legorl.train.registry import policy_loss
-
-
-def lr_lambda(kind: str, warmup: int, total: int):
-    def f(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        if kind == "constant":
-            return 1.0
-        progress = min(1.0, (step - warmup) / max(1, total - warmup))
-        if kind == "linear":
-            return 1.0 - progress
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-    return f
+from legorl.train.schedule import lr_lambda
 
 
 def world() -> tuple[int, int]:

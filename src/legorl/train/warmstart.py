@@ -33,6 +33,7 @@ from legorl.rundir import RunDir
 from legorl.tasks.model import Task
 from legorl.train.heap import trim_heap
 from legorl.train.logprobs import token_logprobs
+from legorl.train.schedule import lr_lambda
 
 DEMONSTRATION_FILE = "demonstration.json"
 TASK_DEMONSTRATIONS = "task-demonstrations"
@@ -219,6 +220,9 @@ def finetune(model_dir: Path, examples: list[Example], section: WarmStartSection
     dims = ModelDims.from_config(model.config.to_dict())
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=section.lr, weight_decay=0.0,
                             foreach=False)  # no all-parameter temporary (train/actor.py)
+    steps_per_epoch = -(-len(examples) // section.batch_size)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lr_lambda(section.lr_scheduler, section.warmup_steps, steps_per_epoch * section.epochs))
     rng = random.Random(seed)
     nll: list[float] = []
     for epoch in range(1, section.epochs + 1):
@@ -241,6 +245,7 @@ def finetune(model_dir: Path, examples: list[Example], section: WarmStartSection
                 del logp, loss
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
+            sched.step()
             opt.zero_grad(set_to_none=True)
             total += loss_sum * n
             tokens += int(n)
