@@ -1,7 +1,8 @@
-"""The warm start's fine-tune, one epoch over a run's demonstration transcripts, with every row recomputed
-(activation checkpointing as it was) against today's rule (a row is recomputed only when its activations
-would pass `WARM_START_ROW_ACT_BYTES`), each variant in a fresh subprocess, alternated `--reps` times
-(this machine is noisy: compare within a run).
+"""The warm start's fine-tune, one epoch over a run's demonstration transcripts, three ways: one row per
+forward with every row recomputed (activation checkpointing as it was), one row per forward recomputed only when
+its activations would pass `WARM_START_ROW_ACT_BYTES` (the recompute rule), and today's grouped forwards (rows
+of similar length share a forward under that limit: `warm_start_forwards`); each variant in a fresh subprocess,
+alternated `--reps` times (this machine is noisy: compare within a run).
 
     .venv/bin/python bench/warm_start.py RUN/warm_start/transcripts.jsonl [--rows 32] [--reps 2]
         [--model smollm2-135m-instruct]
@@ -28,8 +29,10 @@ from legorl.models.chat import load_tokenizer
 from legorl.train.warmstart import Transcript, encode, finetune
 
 path, rows, model, variant = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-if variant == "recompute-all":
+if variant == "recompute-all":  # one row per forward, every row recomputed (as before the recompute rule)
     pm.WARM_START_ROW_ACT_BYTES = 0.0
+elif variant == "one-row":  # one row per forward, recomputed by the rule (as before grouped forwards)
+    pm.warm_start_forwards = lambda d, lengths: [[i] for i in range(len(lengths))]
 model_dir = resolve_model(model)
 tok = load_tokenizer(model_dir)
 lines = Path(path).read_text().splitlines()[:rows]
@@ -43,7 +46,7 @@ print(json.dumps({"s": dt, "cpu_s": cpu, "tokens": sum(len(e.input_ids) for e in
                   "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9}))
 """
 
-VARIANTS = ("recompute-all", "rule")
+VARIANTS = ("recompute-all", "one-row", "grouped")
 
 
 def main() -> None:
@@ -65,8 +68,9 @@ def main() -> None:
         cpu[v] = statistics.median(r["cpu_s"] for r in runs)
         print(f"{v}: {s:.1f} s wall, {cpu[v]:.1f} s CPU for {runs[0]['tokens']} tokens ({runs[0]['tokens'] / s:.0f} "
               f"tok/s), peak RSS {max(r['peak_gb'] for r in runs):.2f} GB")
-    print(f"warm start epoch, recompute-all / rule: {med['recompute-all'] / med['rule']:.2f}x wall, "
-          f"{cpu['recompute-all'] / cpu['rule']:.2f}x CPU")
+    for slow in ("recompute-all", "one-row"):
+        print(f"warm start epoch, {slow} / grouped: {med[slow] / med['grouped']:.2f}x wall, "
+              f"{cpu[slow] / cpu['grouped']:.2f}x CPU")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The warm start's fine-tune keeps one transcript's activations at a time: its step (per-row backward,
+"""The warm start's fine-tune keeps a bounded forward's activations at a time: its step (a few rows per backward,
 gradients accumulated over the batch's token count) is the padded batch's step to fp32 rounding."""
 
 from __future__ import annotations
@@ -87,6 +87,46 @@ def test_checkpointing_recomputes_only_the_long_rows_and_changes_nothing(tiny_ll
     a, b = (AutoModelForCausalLM.from_pretrained(tmp_path / d, dtype=torch.float32).state_dict()
             for d in ("plain", "ckpt"))
     assert max(float((v - b[k]).abs().max()) for k, v in a.items()) < 1e-6
+
+
+def test_forwards_group_rows_of_similar_length_under_the_activation_limit():
+    import legorl.ops.preflight_memory as pm
+
+    dims = pm.ModelDims(params=135_000_000, layers=30, hidden=576, intermediate=1536, vocab=49152, kv_heads=3,
+                        head_dim=64)
+    per_token = pm.activation_bytes(dims, 1, False)  # ~1.5 MB: ~667 tokens fill the 1 GB limit
+    assert pm.warm_start_forwards(dims, [230, 210, 350, 200]) == [[3, 1], [0], [2]]  # 2 x 210 fits, 3 x 230 not
+    assert pm.warm_start_forwards(dims, [100] * 7) == [[0, 1, 2, 3, 4, 5], [6]]  # 6 x 100 fits, 7 x 100 not
+    assert pm.warm_start_forwards(dims, [2000, 50]) == [[1], [0]]  # a row over the limit goes alone
+    assert 6 * 100 * per_token <= pm.WARM_START_ROW_ACT_BYTES < 700 * per_token
+    assert pm.warm_start_forwards(dims, []) == []
+
+
+def test_grouped_forwards_make_the_per_row_model(tiny_llama_dir, tmp_path, monkeypatch):
+    """Rows sharing a forward (padded) train the model the per-row forwards do, to fp32 rounding."""
+    from transformers import AutoModelForCausalLM
+
+    import legorl.ops.preflight_memory as pm
+
+    section = RunConfig().warm_start.model_copy(update={"epochs": 2, "lr": 1e-3, "batch_size": 4})
+    examples = _examples(AutoModelForCausalLM.from_pretrained(tiny_llama_dir).config.vocab_size)
+    shapes: list[tuple[int, int]] = []
+    real = token_logprobs
+
+    def observed(model, ids, *a, **k):
+        shapes.append(tuple(ids.shape))
+        return real(model, ids, *a, **k)
+
+    monkeypatch.setattr("legorl.train.warmstart.token_logprobs", observed)
+    finetune(tiny_llama_dir, examples, section, seed=0, out_dir=tmp_path / "grouped", on_line=lambda _: None)
+    assert shapes == [(4, 31)] * 2  # the whole batch in one forward, padded to its longest row
+    shapes.clear()
+    monkeypatch.setattr(pm, "WARM_START_ROW_ACT_BYTES", 0.0)  # nothing fits: one row per forward
+    finetune(tiny_llama_dir, examples, section, seed=0, out_dir=tmp_path / "rows", on_line=lambda _: None)
+    assert sorted(shapes) == sorted([(1, n) for n in (23, 9, 17, 31)] * 2)
+    a, b = (AutoModelForCausalLM.from_pretrained(tmp_path / d, dtype=torch.float32).state_dict()
+            for d in ("grouped", "rows"))
+    assert max(float((v - b[k]).abs().max()) for k, v in a.items()) < 1e-5
 
 
 def test_suspended_checkpointing_runs_each_layer_once(tiny_llama_dir):

@@ -197,19 +197,29 @@ def encode(tokenizer, transcript: Transcript) -> Example:
     return Example(ids, mask)
 
 
+def _padded(rows: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input ids, attention mask, loss mask) of `rows` right-padded to the longest (pads: mask 0)."""
+    width = max(len(e.input_ids) for e in rows)
+    pad = [width - len(e.input_ids) for e in rows]
+    ids = torch.tensor([e.input_ids + [0] * p for e, p in zip(rows, pad, strict=True)])
+    att = torch.tensor([[1] * len(e.input_ids) + [0] * p for e, p in zip(rows, pad, strict=True)])
+    mask = torch.tensor([e.mask + [0] * p for e, p in zip(rows, pad, strict=True)], dtype=torch.float32)
+    return ids, att, mask
+
+
 def finetune(model_dir: Path, examples: list[Example], section: WarmStartSection, seed: int, out_dir: Path,
              on_line: Callable[[str], None] = print, checkpointing: bool = False) -> dict[str, float]:
     """`section.epochs` passes of AdamW over `examples` (shuffled, `batch_size` per step, token-mean NLL over
     the step's batch); saves the model and tokenizer to `out_dir`. Returns the first and last epoch's mean NLL.
 
-    Each transcript is its own forward/backward, its gradient accumulated with the batch's token count as
-    the divisor: the step's loss and gradient are the padded batch's (to fp32 rounding), while only one
-    transcript's activations are alive at a time (4 padded rows held ~2.4 GB at 135M) and no padding is
-    computed. `checkpointing` (`model.gradient_checkpointing`) recomputes each layer's in backward, for the
-    rows whose activations would be large (`warm_start_recomputes`: a ~250-token transcript's are not)."""
+    The batch runs as a few forward/backwards (`warm_start_forwards`: rows of similar length together, each
+    forward's activations under `WARM_START_ROW_ACT_BYTES`; 4 padded rows held ~2.4 GB at 135M), each gradient
+    accumulated with the batch's token count as the divisor: the step's loss and gradient are the padded
+    batch's (to fp32 rounding). `checkpointing` (`model.gradient_checkpointing`) recomputes each layer's in
+    backward for a row whose activations would be large alone (`warm_start_recomputes`)."""
     from transformers import AutoModelForCausalLM
 
-    from legorl.ops.preflight_memory import ModelDims, warm_start_recomputes
+    from legorl.ops.preflight_memory import ModelDims, warm_start_forwards, warm_start_recomputes
     from legorl.train.memory import enable_activation_checkpointing, set_activation_checkpointing
 
     torch.manual_seed(seed)
@@ -233,12 +243,11 @@ def finetune(model_dir: Path, examples: list[Example], section: WarmStartSection
             batch = [examples[i] for i in order[s: s + section.batch_size]]
             n = float(sum(sum(e.mask) for e in batch))
             loss_sum = 0.0
-            for e in batch:  # one row per forward: no padding, one row's activations at a time
-                if checkpointing:  # only a long row is recomputed
-                    set_activation_checkpointing(model, warm_start_recomputes(dims, len(e.input_ids), True))
-                ids = torch.tensor([e.input_ids])
-                mask = torch.tensor([e.mask], dtype=torch.float32)
-                logp, _ = token_logprobs(model, ids, torch.ones_like(ids), mask)
+            for rows in warm_start_forwards(dims, [len(e.input_ids) for e in batch]):
+                ids, att, mask = _padded([batch[i] for i in rows])
+                if checkpointing:  # only a long row (alone in its forward) is recomputed
+                    set_activation_checkpointing(model, warm_start_recomputes(dims, ids.numel(), True))
+                logp, _ = token_logprobs(model, ids, att, mask)
                 loss = -(logp * mask).sum() / max(n, 1.0)
                 loss.backward()
                 loss_sum += float(loss.detach())
