@@ -73,5 +73,6 @@ def main() -> None:
         print(f"1 x {n} (packed, no block mask: an upper bound): {n / packed:.0f} tok/s = {base * r / packed:.2f}x "
               f"today")
 
+
 if __name__ == "__main__":
     main()

@@ -21,8 +21,8 @@ FACTOR = 1.2  # token-budget configs: the estimate is within this factor of the 
 # EPYC (AVX-512), 2026-12-03, loaded by parallel work; with AdamW(foreach=False), 256-position head chunks and the
 # heap trimmed after each update (docs/agent.md, Memory). The 2026-12-02 figures (agent.toml 6.02 / 6.41 / 6.27 GB
 # at kv 24576 / 32768 / 16384) were taken before those cuts; (config, overrides, GB).
-# The 4.85 GB run used that hour's settings (pinned here); today's file (KV 16,384, 1,024-token micro-batches) measured
-# 5.64 / 5.83 GB over whole 10-step runs (docs/agent.md): the estimate (4.8) is 1.2x under those, not asserted here.
+# The 4.85 GB run used that hour's settings (pinned here); the file with KV 16,384 and 1,024-token micro-batches measured
+# 5.49-5.83 GB over whole 10-step runs (docs/agent.md): the estimate (4.8) is 1.2x under those, not asserted here.
 MEASURED = [
     ("examples/agent-lookact.toml", ["serving.kv_budget_tokens=24576", "trainer.max_tokens_per_micro_batch=2048"], 4.85),
 ]

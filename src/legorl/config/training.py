@@ -156,7 +156,7 @@ class WarmStartSection(Section):
     epochs: int = Field(2, ge=1)
     """Passes over the demonstrations."""
     lr: float = Field(2e-5, gt=0.0)
-    """AdamW learning rate (the peak, under `lr_schedule`)."""
+    """AdamW learning rate (the peak, under `lr_scheduler`)."""
     lr_scheduler: Literal["constant", "cosine", "linear"] = "constant"
     """After warm-up: `constant`, or a decay that reaches 0 after the last optimizer step (as `trainer.
     lr_scheduler`). A decaying rate ends at a point that depends less on the last batches' order (docs/agent.md)."""

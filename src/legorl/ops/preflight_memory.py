@@ -167,7 +167,7 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
         ws_tokens = WARM_START_TOKENS_PER_ROW  # a few transcripts per forward (gradients accumulated)
         recompute = warm_start_recomputes(dims, ws_tokens, cfg.model.gradient_checkpointing)
         one_row = activation_bytes(dims, ws_tokens, recompute)  # a row too long to share a forward goes alone
-        parts["warm-start act"] = one_row if recompute or one_row > WARM_START_ROW_ACT_BYTES else WARM_START_ROW_ACT_BYTES
+        parts["warm-start act"] = one_row if recompute else max(one_row, WARM_START_ROW_ACT_BYTES)
         parts["warm-start logits"] = LOGITS_COPIES * min(LOGITS_CHUNK, ws_tokens) * dims.vocab * 4.0
         phases["warm start"] = ["base", "trainer weights+grads+AdamW", "AdamW temp", "warm-start act",
                                 "warm-start logits"]
