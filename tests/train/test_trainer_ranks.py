@@ -97,3 +97,19 @@ def test_two_ranks_kill_then_resume(tmp_path, tiny_run_config):
     # a sharded checkpoint needs the same number of ranks: one line saying so, exit 2
     wrong = legorl("train", str(cfg), "--resume", "--no-progress", "trainer.total_steps=4")
     assert wrong.returncode == 2 and "n_ranks" in wrong.stderr, wrong.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_two_ranks_take_mini_batch_steps_like_one_process(tmp_path, tiny_run_config):
+    """`trainer.ppo_mini_batch_size=1`: each of the step's 2 groups is its own optimizer step; a group's rows
+    stay on one rank, so the other rank runs a zero-weight filler in each. Same weights as one process."""
+    runs = tmp_path / "runs"
+    for name, extra in (("one", []), ("two", ["--nproc", "2"])):
+        res = legorl("train", str(write_cfg(tiny_run_config, name, 1)), "--no-progress",
+                     "trainer.ppo_mini_batch_size=1", *extra)
+        assert res.returncode == 0, res.stderr[-3000:]
+        row = json.loads((runs / name / "logs" / f"{name}.jsonl").read_text().splitlines()[-1])
+        assert row["actor/optimizer_steps"] == 2
+    w1, w2 = weights(runs / "one", 1), weights(runs / "two", 1)
+    worst = max(float((w2[k] - w1[k]).norm() / w1[k].norm().clamp(min=1e-12)) for k in w1)
+    assert worst < 1e-5, worst

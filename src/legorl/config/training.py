@@ -86,6 +86,12 @@ class TrainerSection(Section):
     """Rollouts per forward/backward."""
     ppo_epochs: int = Field(1, ge=1)
     """Passes over a batch per step."""
+    ppo_mini_batch_size: int | None = Field(None, ge=1)
+    """Groups (tasks, with their `n_resp_per_prompt` trials) per optimizer step, as verl's mini-batches: a step's
+    batch (after `filter_groups`) splits into ceil(groups / this) optimizer steps per epoch, in the batch's order,
+    each a token-mean over its own rows. More, smaller steps per batch of rollouts; each after the first sits
+    off the proximal policy, which the PPO clip bounds. None: one optimizer step per epoch (the whole batch).
+    With more than one mini-batch the old logprobs take a separate forward (the fused pass needs one step)."""
     critic_lr: float = Field(1e-5, gt=0.0)
     """GAE: the critic's learning rate."""
     save_freq: int = Field(0, ge=0)

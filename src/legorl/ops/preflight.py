@@ -255,7 +255,7 @@ def _off_policy_pitfalls(cfg: RunConfig) -> list[CheckResult]:
     if asyn.enabled and uncorrected:
         # with one optimizer step per batch the ratio to the proximal policy stays 1: PPO's clip never binds
         no_clip = (" and, with trainer.ppo_epochs=1, clipping never binds (the ratio to the proximal policy is 1)"
-                   if cfg.trainer.ppo_epochs == 1 else "")
+                   if cfg.trainer.ppo_epochs == 1 and cfg.trainer.ppo_mini_batch_size is None else "")
         out.append(warn(name, f"async training (staleness_threshold={asyn.staleness_threshold}"
                               f"{', partial rollout' if asyn.partial_enabled else ''}) with no off-policy "
                               f"correction: rollouts from older weights are trained as on-policy{no_clip}",

@@ -30,6 +30,7 @@ from legorl.train.memory import (
     balance_rows,
     fixed_micro_batches,
     group_micro_batches,
+    mini_batch_rows,
     padding_ratio,
     shared_cost,
     token_budget_micro_batches,
@@ -201,7 +202,8 @@ class Actor:
         old_logp: torch.Tensor,
         is_weights: torch.Tensor | None = None,
     ) -> dict[str, float]:
-        """One policy update (ppo_epochs passes over the batch) against `old_logp`; returns actor/* metrics."""
+        """One policy update against `old_logp`: `ppo_epochs` passes over the batch, each an optimizer step per
+        mini-batch of `ppo_mini_batch_size` groups (one for the whole batch when unset); returns actor/* metrics."""
         return self._update(batch, advantages, old_logp, is_weights)[0]
 
     def update_fused(
@@ -229,69 +231,91 @@ class Actor:
         weights_for: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor | None] | None = None,
     ) -> tuple[dict[str, float], torch.Tensor | None]:
         a = self.algo
-        _, n_ranks = world()
         fused = old_logp is None
-        if fused and self.trainer.ppo_epochs != 1:
-            raise ValueError("logprobs from the gradient pass need ppo_epochs == 1")
+        minis = mini_batch_rows(batch.group_ids, self.trainer.ppo_mini_batch_size)
+        if fused and (self.trainer.ppo_epochs != 1 or len(minis) != 1):
+            raise ValueError("logprobs from the gradient pass need one optimizer step (ppo_epochs == 1, one mini-batch)")
         ref_logp = self.compute_logprobs(batch, self.ref_model) if (self.ref_model and a.kl_coef) else None
         first = torch.zeros(batch.mask.shape, dtype=torch.float32, device=self.device) if fused else None
-        agg = "seq-mean-token-mean" if a.policy_loss_mode == "gspo" else a.loss_agg_mode
-        token_mode = agg == "token-mean"
-        total = float(batch.mask.sum() if token_mode else (batch.mask.sum(-1) > 0).sum())
-        plan = self.plan(batch)
         sums = dict.fromkeys(["pg_loss", "entropy", "pg_clipfrac", "ppo_kl", "kl"], 0.0)
         grad_norms = []
+        plan = self.plan(batch)
+        n_steps = self.trainer.ppo_epochs * len(minis)
         self.model.train(False)  # no dropout: training forward must match the sampler's numerics
         for _ in range(self.trainer.ppo_epochs):
-            for idx, mb, filler in self._micro(batch, plan):
-                t = mb.input_ids.shape[1]
-                weight = 0.0 if filler else float(mb.mask.sum() if token_mode else (mb.mask.sum(-1) > 0).sum())
-                if weight == 0 and n_ranks == 1:
-                    continue
-                frac = weight / max(total, 1.0)
-                self._replay(mb)
-                logp, ent = self._forward(self.model, mb, with_entropy=True, replay=True)
+            for rows in minis:
+                whole = len(rows) == batch.size
+                part = batch if whole else batch.select(rows)
+
+                def cut(x: torch.Tensor | None, rows: list[int] = rows, whole: bool = whole) -> torch.Tensor | None:
+                    return x if (x is None or whole) else x[rows]
+
+                self._accumulate(part, cut(advantages), cut(old_logp), cut(is_weights), cut(ref_logp),
+                                 plan if whole else self.plan(part), first, weights_for, sums, 1.0 / n_steps)
                 if first is not None:
-                    old = logp.detach()
-                    if not filler:
-                        first[idx, :t] = old
-                    w = weights_for(old, idx, t) if weights_for is not None else None
-                else:
-                    old = old_logp[idx, :t].to(self.device)
-                    w = is_weights[idx, :t].to(self.device) if is_weights is not None else None
-                adv = advantages[idx, :t].to(self.device)
-                pl = self.policy_loss(logp, old, adv, mb.mask, a, w, agg)
-                entropy = aggregate(ent, mb.mask, agg)
-                loss = pl.loss - a.entropy_coef * entropy
-                if ref_logp is not None:
-                    kl = aggregate(kl_penalty(logp, ref_logp[idx, :t]), mb.mask, agg)
-                    loss = loss + a.kl_coef * kl
-                    sums["kl"] += float(kl.detach()) * frac
-                # FSDP2 averages gradients over the ranks: scale back up to a sum
-                (loss * frac * n_ranks).backward()
-                self._replay(None)
-                sums["pg_loss"] += float(pl.loss.detach()) * frac
-                sums["entropy"] += float(entropy.detach()) * frac
-                sums["pg_clipfrac"] += pl.clipfrac * frac
-                sums["ppo_kl"] += pl.ppo_kl * frac
-            if first is not None:
-                if n_ranks > 1:
-                    dist.all_reduce(first)
-                if before_step is not None:
-                    try:
-                        before_step(first)
-                    except Exception:
-                        self.optimizer.zero_grad(set_to_none=True)
-                        raise
-            grad_norms.append(self._optimizer_step())
+                    if world()[1] > 1:
+                        dist.all_reduce(first)
+                    if before_step is not None:
+                        try:
+                            before_step(first)
+                        except Exception:
+                            self.optimizer.zero_grad(set_to_none=True)
+                            raise
+                grad_norms.append(self._optimizer_step())
         self.scheduler.step()
-        epochs = self.trainer.ppo_epochs
-        metrics = {f"actor/{k}": v / epochs for k, v in all_sum(sums).items()}
+        metrics = {f"actor/{k}": v for k, v in all_sum(sums).items()}
         metrics["actor/grad_norm"] = sum(grad_norms) / len(grad_norms)
+        metrics["actor/optimizer_steps"] = float(n_steps)
         metrics["actor/lr"] = self.optimizer.param_groups[0]["lr"]
         metrics["perf/padding_ratio"] = plan.padding_ratio
         metrics["perf/computed_token_share"] = plan.computed_share
         return metrics, first
+
+    def _accumulate(
+        self, batch: TrainBatch, advantages: torch.Tensor, old_logp: torch.Tensor | None,
+        is_weights: torch.Tensor | None, ref_logp: torch.Tensor | None, plan: Plan, first: torch.Tensor | None,
+        weights_for: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor | None] | None,
+        sums: dict[str, float], share: float,
+    ) -> None:
+        """Forward/backward every micro-batch of one optimizer step's rows, their loss weighted by the step's
+        global token (or sequence) count; `sums` gathers the metrics, each step counting `share`."""
+        a = self.algo
+        _, n_ranks = world()
+        agg = "seq-mean-token-mean" if a.policy_loss_mode == "gspo" else a.loss_agg_mode
+        token_mode = agg == "token-mean"
+        total = float(batch.mask.sum() if token_mode else (batch.mask.sum(-1) > 0).sum())
+        for idx, mb, filler in self._micro(batch, plan):
+            t = mb.input_ids.shape[1]
+            weight = 0.0 if filler else float(mb.mask.sum() if token_mode else (mb.mask.sum(-1) > 0).sum())
+            if weight == 0 and n_ranks == 1:
+                continue
+            frac = weight / max(total, 1.0)
+            self._replay(mb)
+            logp, ent = self._forward(self.model, mb, with_entropy=True, replay=True)
+            if first is not None:
+                old = logp.detach()
+                if not filler:
+                    first[idx, :t] = old
+                w = weights_for(old, idx, t) if weights_for is not None else None
+            else:
+                assert old_logp is not None
+                old = old_logp[idx, :t].to(self.device)
+                w = is_weights[idx, :t].to(self.device) if is_weights is not None else None
+            adv = advantages[idx, :t].to(self.device)
+            pl = self.policy_loss(logp, old, adv, mb.mask, a, w, agg)
+            entropy = aggregate(ent, mb.mask, agg)
+            loss = pl.loss - a.entropy_coef * entropy
+            if ref_logp is not None:
+                kl = aggregate(kl_penalty(logp, ref_logp[idx, :t]), mb.mask, agg)
+                loss = loss + a.kl_coef * kl
+                sums["kl"] += float(kl.detach()) * frac * share
+            # FSDP2 averages gradients over the ranks: scale back up to a sum
+            (loss * frac * n_ranks).backward()
+            self._replay(None)
+            sums["pg_loss"] += float(pl.loss.detach()) * frac * share
+            sums["entropy"] += float(entropy.detach()) * frac * share
+            sums["pg_clipfrac"] += pl.clipfrac * frac * share
+            sums["ppo_kl"] += pl.ppo_kl * frac * share
 
     def _optimizer_step(self) -> float:
         norm = torch.nn.utils.clip_grad_norm_(self.params, self.trainer.max_grad_norm)

@@ -152,3 +152,16 @@ def balance_groups(lengths: Sequence[int], prefix: Sequence[int], groups: Sequen
         shares[r].extend(u)
         load[r] += shared_cost(lengths, prefix, groups, u)
     return [sorted(s) for s in shares]
+
+
+def mini_batch_rows(group_ids: list[str], groups_per_step: int | None) -> list[list[int]]:
+    """A batch's rows split into optimizer steps of `groups_per_step` whole groups each, groups in the batch's order
+    and rows in theirs (`trainer.ppo_mini_batch_size`); one list, the whole batch, when None."""
+    if groups_per_step is None:
+        return [list(range(len(group_ids)))]
+    rows_of: dict[str, list[int]] = {}
+    for i, g in enumerate(group_ids):
+        rows_of.setdefault(g, []).append(i)
+    groups = list(rows_of.values())
+    return [sorted(row for group in groups[i:i + groups_per_step] for row in group)
+            for i in range(0, len(groups), groups_per_step)]

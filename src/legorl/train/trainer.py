@@ -29,6 +29,7 @@ from legorl.train.critic import Critic
 from legorl.train.fsdp import load_sharded, save_sharded
 from legorl.train.logprobs import fidelity
 from legorl.train.lora import ADAPTER_FILE, load_adapter
+from legorl.train.memory import mini_batch_rows
 from legorl.train.registry import advantage_estimator
 
 
@@ -61,7 +62,7 @@ class StepTrainer:
     """One process's trainer (under torch.distributed, one rank's: every rank runs `update` on the same
     batch and the actor takes its share of the rows).
 
-    With one epoch, the proximal anchor and no rejection, the old (proximal) logprobs come from the gradient
+    With one optimizer step (one epoch, one mini-batch), the proximal anchor and no rejection, the old (proximal) logprobs come from the gradient
     pass itself (`Actor.update_fused`) instead of a separate no-grad forward, in sync and async mode
     alike: the proximal policy is the weights before this update, whatever sampled the batch; importance
     weights are computed per micro-batch from those logprobs."""
@@ -123,7 +124,8 @@ class StepTrainer:
         """The update proper, on the rows it trains on."""
         metrics: dict[str, float] = {}
         mask = batch.mask
-        if self.fused_old_logprobs:
+        # one optimizer step per update: the gradient pass's logprobs are the proximal policy's
+        if self.fused_old_logprobs and len(mini_batch_rows(batch.group_ids, self.trainer.ppo_mini_batch_size)) == 1:
             adv = self._advantages(batch, metrics)
             t1 = time.perf_counter()
 
