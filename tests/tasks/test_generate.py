@@ -210,3 +210,19 @@ def test_lookact_example_holds_out_unseen_kinds():
     # every source and every action still appears in training: held-out kinds are new combinations
     assert {t.metadata["value_source"] for t in train} == set(SOURCES)
     assert {t.metadata["action"] for t in train} == set(ACTIONS)
+
+
+def test_unseen_values_flags_a_demonstration_that_guesses():
+    """A demonstration may type only values the instruction or an earlier output showed (check_one runs it in
+    the sandbox and collects the outputs; test_sample_needs_looking covers every source and action)."""
+    from legorl.tasks.generate.check import unseen_values
+
+    ask = "Change main.py to import the module whose name is `job.handler` in /app/settings.json"
+    look = ("cat /app/settings.json", '{"job": {"handler": "lotus_43"}}')
+    assert unseen_values(ask, [look, ("sed -i 's/^from iris_old import/from lotus_43 import/' /app/main.py", "")]) \
+        == ["iris_old"]  # the wrong import is in main.py, which it never read
+    assert unseen_values(ask, [look, ("sed -i 's/^from [A-Za-z0-9_]* import/from lotus_43 import/' /app/main.py", "")]) == []
+    assert unseen_values("", [("echo 4610 > /app/x.txt", ""), ("cat /app/a", "4610")]) == ["4610"]
+    # `wc -l` counts the header too: the rows are a number no output showed
+    rows = [("wc -l /app/orders.csv", "14 /app/orders.csv"), ("echo 13 > /app/result.txt", "")]
+    assert unseen_values("the data rows of /app/orders.csv", rows) == ["13"]

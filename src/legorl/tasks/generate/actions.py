@@ -187,8 +187,8 @@ def fix_code(rng: random.Random, f: Found, taken: set[str]) -> Act:
     files = {f"{m}.py": f'def run():\n    return "{m} ready"\n' for m in mods}
     files["main.py"] = f'"""Runs the configured module."""\nfrom {wrong} import run\n\nprint(run())\n'
 
-    def solve(x: str) -> list[str]:
-        return [f"sed -i 's/^from {wrong} import/from {x} import/' /app/main.py"]
+    def solve(x: str) -> list[str]:  # the wrong name is in main.py only: the demonstration never saw it
+        return [f"sed -i 's/^from [A-Za-z0-9_]* import/from {x} import/' /app/main.py"]
 
     checks = [f'[ "$(python3 main.py 2>/dev/null)" = "{f.value.text} ready" ] || fail "main.py runs the right module"',
               *(f"grep -qx '    return \"{m} ready\"' {m}.py || fail 'module {m}.py is unchanged'" for m in mods),

@@ -1,4 +1,5 @@
-"""Proof that a generated task needs looking: no-op 0, every blind command 0, oracle 1, demonstration 1.
+"""Proof that a generated task needs looking: no-op 0, every blind command 0, oracle 1, demonstration 1, and
+the demonstration types no generated value (a name, a number) before the instruction or an output showed it.
 
 All attempts run in one real sandbox session per task (legorl.env), /app restored from a pristine copy
 between them. Blind commands: the task's `[metadata] blind_commands` (its action on a decoy, a naive
@@ -10,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from legorl.tasks.model import Task
 
+# what the generator draws: identifiers (`lotus_43`, `iris_old`), file names (`walnut-15.cfg`), numbers of 2+ digits
+VALUE_SHAPES = re.compile(r"\b[A-Za-z]+_(?:old|\d+)\b|\b[A-Za-z]+-\d+\.[A-Za-z]+\b|(?<![\w.+-])\d{2,}\b")
 RESTORE = "{ find /app -mindepth 1 -delete && cp -a /tmp/pristine/. /app/; } || exit 99"
 EXPECT = {"oracle": 1.0, "demonstration": 1.0}  # everything else: 0
 
@@ -39,6 +43,16 @@ def demonstration(task: Task) -> list[str]:
     """solution/demonstration.json's commands (the shape legorl.train.warmstart reads; read here without
     importing torch)."""
     return json.loads((task.solution_dir / "demonstration.json").read_text())["commands"]
+
+
+def unseen_values(instruction: str, steps: Sequence[tuple[str, str]]) -> list[str]:
+    """Value-shaped words a demonstration types (`steps`: each command and its output, in order) that neither
+    the instruction nor an earlier output showed: a demonstration that knows them teaches guessing, not looking."""
+    seen, out = instruction, []
+    for cmd, output in steps:
+        out += [w for w in VALUE_SHAPES.findall(cmd) if w not in seen]
+        seen += "\n" + output
+    return out
 
 
 def _oracle(task: Task) -> str:
@@ -72,9 +86,12 @@ async def check_one(task: Task, siblings: list[tuple[str, str]], backend: str = 
         # guard=False: a reward left by the previous attempt would read as planted; verify clears it first
         return (await verify(sb, task, guard=False)).reward
 
-    async def sh(cmd: str) -> int:
+    async def run(cmd: str):
         await enter_phase(sb, "agent")
-        return (await sb.exec(cmd, cwd="/app", timeout=30)).exit_code
+        return await sb.exec(cmd, cwd="/app", timeout=30)
+
+    async def sh(cmd: str) -> int:
+        return (await run(cmd)).exit_code
 
     try:
         await sb.start()
@@ -92,9 +109,13 @@ async def check_one(task: Task, siblings: list[tuple[str, str]], backend: str = 
             raise RuntimeError(f"solve.sh exited {res.exit_code}: {(res.stdout + res.stderr)[-300:]}")
         result.rewards["oracle"] = await score()
         await sh(RESTORE)
+        steps = []
         for cmd in demonstration(task):
-            await sh(cmd)
+            res = await run(cmd)
+            steps.append((cmd, res.stdout + res.stderr))
         result.rewards["demonstration"] = await score()
+        if unseen := unseen_values(task.instruction, steps):
+            result.error = f"the demonstration types {unseen} before the instruction or an output shows them"
     except Exception as exc:  # one task's failure is its result
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
