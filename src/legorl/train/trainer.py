@@ -62,9 +62,9 @@ class StepTrainer:
     """One process's trainer (under torch.distributed, one rank's: every rank runs `update` on the same
     batch and the actor takes its share of the rows).
 
-    With one optimizer step (one epoch, one mini-batch), the proximal anchor and no rejection, the old (proximal) logprobs come from the gradient
-    pass itself (`Actor.update_fused`) instead of a separate no-grad forward, in sync and async mode
-    alike: the proximal policy is the weights before this update, whatever sampled the batch; importance
+    With one optimizer step (one epoch, one mini-batch), the proximal anchor and no rejection, the old
+    (proximal) logprobs come from the gradient pass itself (`Actor.update_fused`) instead of a separate no-grad
+    forward, in sync and async mode alike: the proximal policy is the weights before this update, whatever sampled the batch; importance
     weights are computed per micro-batch from those logprobs."""
 
     def __init__(self, algorithm: AlgorithmSection, trainer: TrainerSection, actor: Actor,
