@@ -64,8 +64,8 @@ class StepTrainer:
 
     With one optimizer step (one epoch, one mini-batch), the proximal anchor and no rejection, the old
     (proximal) logprobs come from the gradient pass itself (`Actor.update_fused`) instead of a separate no-grad
-    forward, in sync and async mode alike: the proximal policy is the weights before this update, whatever sampled the batch; importance
-    weights are computed per micro-batch from those logprobs."""
+    forward, in sync and async mode alike: the proximal policy is the weights before this update, whatever
+    sampled the batch; importance weights are computed per micro-batch from those logprobs."""
 
     def __init__(self, algorithm: AlgorithmSection, trainer: TrainerSection, actor: Actor,
                  critic: Critic | None = None, pad_id: int = 0):
