@@ -197,6 +197,50 @@ def test_sample_needs_looking(tmp_path):
     assert all(len(r.rewards) >= 6 for r in results)  # no-op, sibling, >= 2 blind, oracle, demonstration
 
 
+def _two_look_specs(kinds: list[str]):
+    """The first variant of each kind whose value sits behind a pointer file."""
+    out = []
+    for name in kinds:
+        kind = all_kinds()[name]
+        out.append(next(s for v in range(1, 20) if (s := make_spec(kind, 0, v)).looks == 2))
+    return out
+
+
+def test_many_kinds_take_two_looks():
+    """About half the tasks of every one-file source name a pointer file instead of the file holding the value:
+    the pointer names it among look-alike siblings that hold other values (decoys the blind commands act on)."""
+    from legorl.tasks.generate.indirect import HOP_SOURCES
+
+    for kind in (k for k in all_kinds().values() if k.source in HOP_SOURCES):
+        looks = [make_spec(kind, 0, v).looks for v in range(1, 9)]
+        assert set(looks) == {1, 2}, (kind.name, looks)
+    for s in _two_look_specs(["json-write-number", "log-delete", "csv-fixcode", "env-rename"]):
+        ptr = next(p for p in s.files if p.endswith(".txt") and s.files[p].startswith("The file in use is /app/"))
+        target = s.files[ptr].split("/app/", 1)[1].strip()
+        assert f"/app/{ptr}" in s.instruction and target not in s.instruction, s.id
+        assert s.look[0] == f"cat /app/{ptr}" and f"/app/{target}" in s.look[1], s.id
+        assert leaks(s.answer, s.files[target]), s.id
+        siblings = [p for p in s.files if p != target and p.rsplit("/", 1)[0] == target.rsplit("/", 1)[0]]
+        assert len(siblings) == 2 and not any(leaks(s.answer, s.files[p]) for p in siblings), s.id
+        assert len(s.blind) >= 3, s.id  # the action on an in-file decoy, on a sibling's value, a naive guess
+
+
+@pytest.mark.skipif(BWRAP is None, reason="bubblewrap (bwrap) is not installed")
+def test_two_look_tasks_need_the_pointer(tmp_path):
+    """In the sandbox: oracle 1, demonstration 1 (two looks), and 0 for acting on a sibling file's value."""
+    from legorl.tasks.generate.check import check_one
+    from legorl.tasks.generate.render import write_task
+    from legorl.tasks.loader import load_tasks
+
+    for s in _two_look_specs(["yaml-copy", "ini-fixconf-number"]):
+        write_task(s, tmp_path, "look-act", 0)
+    tasks = load_tasks(tmp_path)
+    results = [asyncio.run(check_one(t, [])) for t in tasks]
+    bad = [f"{r.task_id}: {r.error or r.wrong}" for r in results if not r.ok]
+    assert not bad, "\n".join(bad)
+    assert all(len(r.rewards) >= 6 for r in results)  # no-op, 3+ blind, oracle, demonstration
+
+
 def test_lookact_example_holds_out_unseen_kinds():
     from pathlib import Path
 

@@ -23,7 +23,8 @@ def _free(rng: random.Random, pool: list[str], taken: set[str]) -> str:
 
 
 def _blind(solve: Callable[[str], list[str]], found: Found, *naive: str) -> list[str]:
-    return ["\n".join(solve(found.decoys[0])), *naive]
+    """The action on the first and the last decoy (behind a pointer: a sibling file's value), then naive guesses."""
+    return [*("\n".join(solve(d)) for d in dict.fromkeys([found.decoys[0], found.decoys[-1]])), *naive]
 
 
 def lines_are(path: str, lines: list[str]) -> str:

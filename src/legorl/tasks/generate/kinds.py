@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from legorl.tasks.generate.actions import ACTIONS
+from legorl.tasks.generate.indirect import HOP_SHARE, HOP_SOURCES, indirect
 from legorl.tasks.generate.parts import Spec, ValueType
 from legorl.tasks.generate.sources import SOURCES
 
@@ -61,11 +62,14 @@ def leaks(value: str, text: str) -> bool:
 
 
 def make_spec(kind: Kind, seed: int, variant: int) -> Spec:
-    """Task `variant` of `kind`: the source hides a value, the action asks for something done with it."""
+    """Task `variant` of `kind`: the source hides a value (behind a pointer file in about half the tasks of
+    a `HOP_SOURCES` kind), the action asks for something done with it."""
     rng = random.Random(f"{seed}:{kind.name}:{variant}")
     sdef, adef = SOURCES[kind.source], ACTIONS[kind.action]
     for _ in range(50):  # redraw the rare task whose instruction would show its value
         found = sdef.make(rng, kind.value_type)
+        if kind.source in HOP_SOURCES and rng.random() < HOP_SHARE:
+            found = indirect(rng, found)
         taken = {p.split("/")[0] for p in found.files} | found.dirs
         act = adef.make(rng, found, taken)
         if not leaks(found.value.text, act.instruction):
@@ -78,7 +82,7 @@ def make_spec(kind: Kind, seed: int, variant: int) -> Spec:
     return Spec(kind.name, variant, kind.source, kind.action, kind.value_type, level, act.instruction,
                 {**found.files, **act.files}, act.checks, act.solve, [*found.look, *act.look], act.blind,
                 found.value.text, runs=found.runs, executable=found.executable | act.executable,
-                python=act.python)
+                python=act.python, looks=len(found.look))
 
 
 def plan(n: int, seed: int, kinds: list[Kind]) -> list[tuple[Kind, int]]:

@@ -82,6 +82,7 @@ class Spec:
     runs: list[str] = field(default_factory=list)
     executable: set[str] = field(default_factory=set)
     python: bool = False
+    looks: int = 1  # commands it takes to see the value: 2 when a pointer file names the file that holds it
 
     @property
     def id(self) -> str:

@@ -1,6 +1,6 @@
 """A `Spec` as a Harbor task dir, and `generate`: a whole distribution into one directory.
 
-Layout per task: task.toml ([metadata] kind, value_source, action, value_type, variant, blind_commands),
+Layout per task: task.toml ([metadata] kind, value_source, action, value_type, variant, looks, blind_commands),
 instruction.md, environment/ (Dockerfile + the files it COPYs), tests/test.sh, solution/solve.sh and
 solution/demonstration.json (look commands then the oracle's, one per turn: the warm start's data).
 """
@@ -46,6 +46,7 @@ value_source = "{value_source}"
 action = "{action}"
 value_type = "{value_type}"
 variant = {variant}
+looks = {looks}
 seed = {seed}
 tags = [{tags}]
 blind_commands = [{blind}]
@@ -89,7 +90,7 @@ def write_task(spec: Spec, root: Path, set_name: str, seed: int) -> Path:
     tags = ["shell", "multistep", "look-act", *(["python"] if spec.python else [])]
     _write(d / "task.toml", TASK_TOML.format(
         source=set_name, set=set_name, difficulty=spec.difficulty, kind=spec.kind, value_source=spec.source,
-        action=spec.action, value_type=spec.value_type, variant=spec.variant, seed=seed,
+        action=spec.action, value_type=spec.value_type, variant=spec.variant, looks=spec.looks, seed=seed,
         tags=", ".join(map(toml_str, tags)), blind=", ".join(map(toml_str, spec.blind))))
     _write(d / "tests/test.sh", TEST_SH.format(set=set_name, id=spec.id, checks="\n".join(spec.checks)),
            executable=True)
