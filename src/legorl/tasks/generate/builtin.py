@@ -26,7 +26,7 @@ class GeneratedSet:
 
 GENERATED: dict[str, GeneratedSet] = {
     "look-act": GeneratedSet("generated look-then-act tasks: 14 places a value hides x 9 things to do with it "
-                             "(133 kinds, legorl tasks generate)", per_kind=3, seed=0),
+                             "(133 kinds; a third take two looks; legorl tasks generate)", per_kind=3, seed=0),
 }
 
 
