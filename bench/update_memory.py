@@ -24,7 +24,8 @@ import statistics
 import subprocess
 import sys
 
-_CHILD = r"""
+# The trainer and `batch(seed)`, an agent-shaped batch (bench/update_phases.py runs them too)
+SETUP = r"""
 import json, random, resource, sys, time
 import torch
 from pathlib import Path
@@ -73,7 +74,9 @@ def batch(seed):
             spec = TrialSpec(Task(f"k{gi}", Path("."), "x"), group_id=f"g{gi}", trial_id=f"g{gi}r{r}")
             rows.append(TrialResult(spec, "failed", "", float(r % 2), TrialTokens(toks, mask, lps)))
     return collate(rows, 2)
+"""
 
+_MEASURE = r"""
 def kb(key):
     return int(next(l for l in open("/proc/self/status") if l.startswith(key)).split()[1])
 
@@ -96,7 +99,7 @@ print(json.dumps({"peak_gb": peak / 1e6, "above_gb": (peak - base) / 1e6, "times
 
 
 def run(model: str, variant: str, updates: int, groups: int) -> dict:
-    res = subprocess.run([sys.executable, "-c", _CHILD, model, variant, str(updates), str(groups)],
+    res = subprocess.run([sys.executable, "-c", SETUP + _MEASURE, model, variant, str(updates), str(groups)],
                          capture_output=True, text=True)
     if res.returncode != 0:
         raise SystemExit(f"{variant}: {res.stderr[-2000:]}")

@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from pathlib import Path
+
+from update_memory import SETUP
 
 _PROBE = r"""
 from legorl.train.heap import trim_heap
@@ -75,9 +76,7 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=2)
     ap.add_argument("--trim", action="store_true", help="trim_heap() after every backward")
     args = ap.parse_args()
-    source = (Path(__file__).parent / "update_memory.py").read_text()
-    child = source.split('_CHILD = r"""', 1)[1].split('"""', 1)[0].split("def kb(key):", 1)[0]
-    res = subprocess.run([sys.executable, "-c", child + _PROBE, args.model, "loop", str(args.updates),
+    res = subprocess.run([sys.executable, "-c", SETUP + _PROBE, args.model, "loop", str(args.updates),
                           str(args.groups), "1" if args.trim else "0"], capture_output=True, text=True)
     if res.returncode != 0:
         raise SystemExit(res.stderr[-2000:])
