@@ -30,7 +30,7 @@ train = "builtin:shell-basics"
 val_fraction = 0.0
 
 [rollout]
-temperature = 0.5              # the tuned model's call is well-formed in ~60% of samples on Codex's prompts
+temperature = 0.5              # sampled, not greedy: the tuned call survives it (tests/_tool_model.py)
 max_turns = 2
 max_response_len = 48
 max_prompt_len = 1900
@@ -109,5 +109,5 @@ def test_codex_trains_two_steps(tool_model, tmp_path):
             if "legorl-out-42" in context:
                 assert "exec_command" in sampled and "legorl-out-42" in events  # Codex ran it and sent it back
                 ran += 1
-    # the tuned model's call ran somewhere (3-6 of 8 trials seen; none of 8 at p~0.6 is ~1e-3)
-    assert ran >= 1, ran
+    # the tuned model writes the whole call with p >= 0.997 on Codex's prompts (tests/_tool_model.py): most trials run it
+    assert ran >= 4, ran
