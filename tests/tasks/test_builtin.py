@@ -105,7 +105,8 @@ def _check_bwrap(task: Task) -> str | None:
 
 @pytest.mark.parametrize("backend", [pytest.param("env", marks=pytest.mark.slow), "bwrap"])
 def test_oracle_one_noop_zero(backend):
-    """Every built-in task is solvable by its oracle and not by doing nothing, in a real sandbox."""
+    """Every built-in task is solvable by its oracle and not by doing nothing, in a real sandbox (bwrap: all of
+    them; legorl.env: a fixed quarter)."""
     if backend == "env" and not _env_available():
         pytest.skip("legorl.env (make_sandbox / verify) is not available")
     if BWRAP is None:
@@ -117,6 +118,9 @@ def test_oracle_one_noop_zero(backend):
     if backend == "env":  # legorl.env's local sandbox, through legorl.tasks.check
         from legorl.tasks.check import check_tasks
 
+        # every 4th task: bwrap below proves all of them (10 s); this proves the same through the path training
+        # uses at ~0.7 s a task (all 82 took 60 s of a 2-core CI box)
+        tasks = tasks[::4]
         failures = [f"{r.task_id}: {r.problem}" for r in asyncio.run(check_tasks(tasks, concurrency=2)) if not r.ok]
     else:  # bubblewrap directly, at Harbor's paths
         with ThreadPoolExecutor(2) as pool:
