@@ -119,7 +119,7 @@ def test_oracle_one_noop_zero(backend):
         from legorl.tasks.check import check_tasks
 
         # every 4th task: bwrap below proves all of them (10 s); this proves the same through the path training
-        # uses at ~0.7 s a task (all 82 took 60 s of a 2-core CI box)
+        # uses at ~0.7 s a task (all 82 took 60 s inside the full suite on a 2-core AVX2 box, 2026-12-04)
         tasks = tasks[::4]
         failures = [f"{r.task_id}: {r.problem}" for r in asyncio.run(check_tasks(tasks, concurrency=2)) if not r.ok]
     else:  # bubblewrap directly, at Harbor's paths
