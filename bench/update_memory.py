@@ -7,9 +7,11 @@ subprocess (this machine is noisy: compare within a run).
 The batch is what examples/agent-lookact.toml trains on: `--groups` GRPO groups x 8 trials (half solved), each a
 ~150-token prompt shared by its group, then 3-4 turns of a ~25-token command (policy tokens) and a
 20-120-token command output (mask 0); rows of ~300-700 tokens. The trainer is that config's: activation
-checkpointing, 2,048-token micro-batches, shared prefixes, fused old logprobs. A variant names the AdamW
+checkpointing, its micro-batch token budget, shared prefixes, fused old logprobs. A variant names the AdamW
 step (`foreach`: torch's multi-tensor default; `loop`: foreach=False; `fused`) and optionally the vocabulary
-head's chunk (`+chunkN`, positions per chunk; default the code's). Reported: the process's peak RSS over
+head's chunk (`+chunkN`, positions per chunk; default the code's); `+dynmmap` leaves glibc's dynamic mmap
+threshold (the heap is otherwise `legorl train`'s: train/heap.py); `+nockpt` turns activation checkpointing
+off; `+mbN` sets the micro-batch token budget. Reported: the process's peak RSS over
 `--updates` updates (AdamW's state is made in the first), the peak above the loaded trainer, and the
 median update time; then the RSS after the last update and after `trim_heap()` (what `legorl train` now
 runs after each update: the freed pages malloc held) and the trim's time. The micro-batch token budget, not
@@ -38,10 +40,17 @@ from legorl.trial import TrialResult, TrialSpec, TrialTokens
 import legorl.train.logprobs as lp_mod
 
 model, variant, updates, groups = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-opt, _, chunk = variant.partition("+chunk")
+from legorl.train.heap import limit_arenas, fix_mmap_threshold
+opt, *flags = variant.split("+")
+limit_arenas()
+if "dynmmap" not in flags:  # `legorl train`'s heap (train/heap.py) unless the variant asks for glibc's default
+    fix_mmap_threshold()
+chunk = next((f[5:] for f in flags if f.startswith("chunk")), "")
+sets = [f"model.path={model}", "trainer.max_logprob_abs_diff=100",
+        f"model.gradient_checkpointing={'false' if 'nockpt' in flags else 'true'}"]
+sets += [f"trainer.max_tokens_per_micro_batch={f[2:]}" for f in flags if f.startswith("mb")]
 torch.manual_seed(0)
-cfg = load_config("examples/agent-lookact.toml", [f"model.path={model}", "model.gradient_checkpointing=true",
-                                                   "trainer.max_logprob_abs_diff=100"])
+cfg = load_config("examples/agent-lookact.toml", sets)
 t = build_trainer(cfg, resolve_model(model))
 a = t.actor
 kw = dict(lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay, betas=(0.9, 0.999), eps=1e-8)

@@ -48,3 +48,61 @@ def test_learn_trims_after_the_update(monkeypatch):
 
     metrics = steps.learn(Trainer(), [trial("t0", "t", [1, 2, 3], [0, 1, 1], [0.0] * 3, reward=1.0)])
     assert calls == ["update", "trim"] and metrics["critic/score/mean"] == 1.0
+
+
+FREED_BLOCKS = r"""
+import ctypes, os, sys
+from legorl.train.heap import _libc, fix_mmap_threshold
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+libc = _libc()
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "fixed":
+    assert fix_mmap_threshold()
+big = 2 << 20
+libc.free(libc.malloc(big))  # glibc's dynamic threshold rises to 2 MiB here
+blocks, keep = [], []
+for _ in range(64):  # 128 MiB of 2 MiB blocks, each followed by a small live block that pins the heap
+    b = libc.malloc(big)
+    ctypes.memset(b, 1, big)
+    blocks.append(b)
+    keep.append(libc.malloc(4096))
+before = rss()
+for b in blocks:
+    libc.free(b)
+print((before - rss()) / 2**20)
+"""
+
+
+@pytest.mark.skipif(_libc() is None, reason="glibc only")
+@pytest.mark.parametrize("mode", ["fixed", "dynamic"])
+def test_a_fixed_mmap_threshold_returns_freed_large_blocks_at_once(mode):
+    """glibc's default threshold grows to the largest mmapped block freed, after which such blocks come from
+    the heap and stay resident when freed between live ones; `fix_mmap_threshold` keeps them mmapped."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", FREED_BLOCKS, mode], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    released_mib = float(out.strip())
+    if mode == "fixed":
+        assert released_mib > 100
+    else:
+        assert released_mib < 20
+
+
+def test_train_cli_tunes_the_heap_before_anything_else(monkeypatch):
+    from typer.testing import CliRunner
+
+    from legorl.cli import app
+    from legorl.train import heap
+
+    calls: list[str] = []
+    monkeypatch.setattr(heap, "tune_heap", lambda: calls.append("tune"))
+    result = CliRunner().invoke(app, ["train", "/nonexistent.toml"])
+    assert result.exit_code != 0 and calls == ["tune"]

@@ -30,9 +30,9 @@ def register(app: typer.Typer) -> None:
         import asyncio
 
         from legorl.config import ConfigError, load_config
-        from legorl.train.heap import limit_arenas
+        from legorl.train.heap import tune_heap
 
-        limit_arenas()  # before any thread allocates: engine, update and workers share two malloc arenas
+        tune_heap()  # before any thread allocates: two malloc arenas, large buffers mmapped (train/heap.py)
 
         try:
             cfg = load_config(config, [*(overrides or []), *([f"trainer.n_ranks={nproc}"] if nproc else [])])

@@ -6,7 +6,11 @@ allocated, up to 8 x cores) and returns them only from an arena's top. After the
 gradients and AdamW state (~2 GB at 135M) or a trainer update's activations are freed, the pages stay
 resident and the next phase's allocations land beside them: RSS grows by whole phases. `malloc_trim(0)`
 hands every free page back (MADV_DONTNEED, glibc >= 2.8); `M_ARENA_MAX` bounds how many arenas keep
-their own free lists. Neither changes a computed value. No-ops off glibc.
+their own free lists. A fixed `M_MMAP_THRESHOLD` of 1 MiB keeps large buffers out of the heap: glibc's
+default threshold starts at 128 KiB and rises to the size of every mmapped block freed (up to 32 MiB), so
+after the first update a layer's multi-MiB activations and gradients are carved from the heap, where a
+few live blocks pin the freed ones between them (~0.85 GB of the update's peak at 135M; docs/agent.md,
+Memory). None of this changes a computed value. No-ops off glibc.
 """
 
 from __future__ import annotations
@@ -17,8 +21,13 @@ import gc
 import os
 from functools import cache
 
-M_ARENA_MAX = -8  # mallopt parameter numbers from <malloc.h>
+M_MMAP_THRESHOLD = -3  # mallopt parameter numbers from <malloc.h>
+M_ARENA_MAX = -8
 ARENA_MAX = 2  # the event loop's thread and everything else (engine, update, workers) share two arenas
+# bench/update_memory.py --variants loop (2026-12-05, AVX2 box): update peak 4.27 GB at glibc's dynamic
+# threshold, 3.55 GB at 1 MiB (81 vs 84 s an update), 3.43 GB at 128 KiB (106 s: every mid-sized tensor
+# its own mmap and page faults), 4.27 GB at 4 MiB
+MMAP_THRESHOLD = 1 << 20
 
 
 @cache
@@ -40,6 +49,21 @@ def limit_arenas(n: int = ARENA_MAX) -> bool:
     if libc is None or "MALLOC_ARENA_MAX" in os.environ:
         return False
     return bool(libc.mallopt(M_ARENA_MAX, n))
+
+
+def fix_mmap_threshold(nbytes: int = MMAP_THRESHOLD) -> bool:
+    """Serve allocations of `nbytes` and more with their own mmap, returned to the kernel when freed (set
+    MALLOC_MMAP_THRESHOLD_ to choose); True when applied."""
+    libc = _libc()
+    if libc is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, nbytes))
+
+
+def tune_heap() -> None:
+    """What `legorl train` sets before any thread allocates: two arenas and a fixed mmap threshold."""
+    limit_arenas()
+    fix_mmap_threshold()
 
 
 def trim_heap() -> bool:
