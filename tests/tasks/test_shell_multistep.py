@@ -1,15 +1,18 @@
 """builtin:shell-multistep: every task needs the sandbox read first.
 
-Per task (all of them, one test per kind), in one real sandbox session (legorl.env's local backend
+Per task (half of each kind, one test per kind; LEGORL_ALL_TASKS=1 takes all of them), in one real sandbox session (legorl.env's local backend
 and verifier): doing nothing scores 0, each blind command scores 0 (two sibling variants' oracles: the memorised
 answer of the same kind, plus the task's naive `blind_commands`), and the oracle scores 1, as does its demonstration
 (`solution/demonstration.json`, warm_start's data: look, then act, one command per exec). /app is restored from
-a pristine copy between attempts, so each one starts from the task's initial state.
+a pristine copy between attempts, so each one starts from the task's initial state. The set is committed and
+test_generator_reproduces_committed_set pins it to the generator, so the half (every other task of a kind, ~50 s
+less of the suite) proves the path; run with LEGORL_ALL_TASKS=1 after changing the generator.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import sys
@@ -133,8 +136,9 @@ async def _kind_rewards(tasks: list[Task]) -> list[dict[str, float | None]]:
 @pytest.mark.skipif(BWRAP is None, reason="bubblewrap (bwrap) is not installed")
 @pytest.mark.parametrize("kind", sorted(BY_KIND))
 def test_oracle_one_noop_and_blind_zero(kind):
+    tasks = BY_KIND[kind] if os.environ.get("LEGORL_ALL_TASKS") == "1" else BY_KIND[kind][::2]
     wrong = []
-    for task, rewards in zip(BY_KIND[kind], asyncio.run(_kind_rewards(BY_KIND[kind])), strict=True):
+    for task, rewards in zip(tasks, asyncio.run(_kind_rewards(tasks)), strict=True):
         assert len(rewards) >= 3 + SIBLINGS, task.id  # no-op, oracle, demonstration, siblings' oracles
         bad = {k: v for k, v in rewards.items() if v != (1.0 if k in ("oracle", "demonstration") else 0.0)}
         if bad:
