@@ -1,7 +1,7 @@
 """builtin:shell-multistep: every task needs the sandbox read first.
 
-Per task (half of each kind, one test per kind; LEGORL_ALL_TASKS=1 takes all of them), in one real sandbox session (legorl.env's local backend
-and verifier): doing nothing scores 0, each blind command scores 0 (two sibling variants' oracles: the memorised
+Per task (half of each kind, one test per kind; LEGORL_ALL_TASKS=1 takes all of them), in one real sandbox
+session (legorl.env's local backend and verifier): doing nothing scores 0, each blind command scores 0 (two sibling variants' oracles: the memorised
 answer of the same kind, plus the task's naive `blind_commands`), and the oracle scores 1, as does its demonstration
 (`solution/demonstration.json`, warm_start's data: look, then act, one command per exec). /app is restored from
 a pristine copy between attempts, so each one starts from the task's initial state. The set is committed and

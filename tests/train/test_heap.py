@@ -96,7 +96,7 @@ def test_a_fixed_mmap_threshold_returns_freed_large_blocks_at_once(mode):
         assert released_mib < 20
 
 
-def test_train_cli_tunes_the_heap_before_anything_else(monkeypatch):
+def test_train_cli_tunes_the_heap(monkeypatch):
     from typer.testing import CliRunner
 
     from legorl.cli import app

@@ -24,9 +24,9 @@ from functools import cache
 M_MMAP_THRESHOLD = -3  # mallopt parameter numbers from <malloc.h>
 M_ARENA_MAX = -8
 ARENA_MAX = 2  # the event loop's thread and everything else (engine, update, workers) share two arenas
-# bench/update_memory.py --variants loop (2026-12-05, AVX2 box): update peak 4.27 GB at glibc's dynamic
-# threshold, 3.55 GB at 1 MiB (81 vs 84 s an update), 3.43 GB at 128 KiB (106 s: every mid-sized tensor
-# its own mmap and page faults), 4.27 GB at 4 MiB
+# bench/update_memory.py (AVX2 box, --groups 2): 2026-12-05, update peak 3.64 GB at 1 MiB vs 4.39 GB at
+# glibc's dynamic threshold, at 89.6 vs 78.4 s an update; 2026-12-04 (MALLOC_MMAP_THRESHOLD_), 3.55 vs 4.27 GB
+# at 81 vs 84 s, 3.43 GB at 128 KiB (106 s: page faults), 4.27 GB at 4 MiB (docs/agent.md, Memory)
 MMAP_THRESHOLD = 1 << 20
 
 
