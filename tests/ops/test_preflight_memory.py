@@ -83,3 +83,16 @@ def test_a_small_host_warns_and_a_missing_model_skips(tmp_path):
     assert res.level == "PASS"
     [res] = check_memory(cfg, None)
     assert res.level == "SKIP"
+
+
+def test_thread_replicas_count_one_copy_of_the_weights_unless_lora_or_processes():
+    """serving/pool_manager.create_pool: dense thread replicas without LoRA serve one model object."""
+    dims = ModelDims.from_config(SMOLLM2_135M)
+
+    def weights(*overrides: str) -> float:
+        return estimate_memory(load_config(None, list(overrides)), dims).parts["engine weights"]
+
+    one = weights()
+    assert weights("serving.n_replicas=2") == one
+    assert weights("serving.n_replicas=2", "model.lora.rank=8") == 2 * one
+    assert weights("serving.n_replicas=2", "serving.placement=process") == 2 * one

@@ -53,6 +53,7 @@ class ModelDims:
     kv_heads: int
     head_dim: int
     largest: int = 0  # elements of the biggest parameter tensor (the embedding, or a fused MoE expert block)
+    moe: bool = False
 
     @classmethod
     def from_config(cls, c: dict[str, Any]) -> ModelDims:
@@ -69,7 +70,7 @@ class ModelDims:
         embed = vocab * h * (1 if c.get("tie_word_embeddings") else 2)
         params = layers * (attn + mlp + 2 * h) + embed + h
         largest = max(vocab * h, h * inter * (2 * experts if experts > 1 else 1))
-        return cls(params, layers, h, inter, vocab, kv, hd, largest)
+        return cls(params, layers, h, inter, vocab, kv, hd, largest, experts > 1)
 
 
 @dataclass
@@ -146,7 +147,9 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
     if s.engine == "embedded":
         eb = DTYPE_BYTES[s.dtype]
         slots = (max(s.kv_budget_tokens // BLOCK_SIZE, 2) + 1) * BLOCK_SIZE
-        parts["engine weights"] = s.n_replicas * dims.params * eb
+        # thread replicas of a dense model without LoRA serve one copy (serving/pool_manager.create_pool)
+        shared = s.placement == "thread" and cfg.model.lora.rank == 0 and not dims.moe
+        parts["engine weights"] = (1 if shared else s.n_replicas) * dims.params * eb
         parts["KV"] = s.n_replicas * slots * dims.layers * dims.kv_heads * dims.head_dim * 2 * eb
         rl += ["engine weights", "KV"]
     trainer_state = dims.params * 16.0  # fp32 weights + grads + AdamW exp_avg / exp_avg_sq

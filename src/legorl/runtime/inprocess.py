@@ -45,6 +45,7 @@ def engine_spec(cfg: RunConfig, model_dir: Path, run_dir: RunDir | None = None) 
         work_dir=run_dir.vllm if run_dir is not None else None, device=serving.device, dtype=serving.dtype,
         remote=serving.remote.model_copy(update={"adapter": serving.remote.adapter or cfg.run.name}),
         lora_rank=cfg.model.lora.rank if serving.engine == "vllm" else 0, lora_name=cfg.run.name,
+        share_weights=cfg.model.lora.rank == 0,  # a LoRA run merges its adapter into each replica's weights
     )
 
 

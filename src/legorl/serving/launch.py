@@ -39,6 +39,7 @@ class EngineSpec:
     remote: RemoteSection = field(default_factory=RemoteSection)  # remote: the shared server and the adapter name
     lora_rank: int = 0  # vLLM: > 0 starts the servers with --enable-lora for the run's adapter
     lora_name: str = "policy"  # vLLM: the adapters' names in the servers are `<lora_name>-v<version>`
+    share_weights: bool = False  # embedded thread replicas serve one copy of the weights (create_pool)
 
     def __post_init__(self) -> None:
         if self.kind not in (*ENGINE_KINDS, "remote"):
@@ -85,7 +86,8 @@ async def start_engines(spec: EngineSpec) -> list[Engine]:
     from legorl.serving.pool_manager import create_pool
 
     kwargs["num_threads"] = spec.threads_per_replica or default_threads_per_replica(spec.n_replicas)
-    pool = await create_pool(spec.model_dir, spec.n_replicas, placement=spec.placement, engine_kwargs=kwargs)
+    pool = await create_pool(spec.model_dir, spec.n_replicas, placement=spec.placement, engine_kwargs=kwargs,
+                             share_weights=spec.share_weights)
     return pool.engines()
 
 

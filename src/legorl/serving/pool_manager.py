@@ -197,8 +197,14 @@ async def create_pool(
     placement: Literal["thread", "process"] = "thread",
     engine_kwargs: dict[str, Any] | None = None,
     ids: Sequence[str] | None = None,
+    share_weights: bool = False,
 ) -> ReplicaPool:
-    """Start `n_replicas` embedded engines, in this process (one thread each) or one process each."""
+    """Start `n_replicas` embedded engines, in this process (one thread each) or one process each.
+
+    `share_weights` (threads only): the replicas serve one model object, each with its own KV pool and thread,
+    so N single-threaded replicas cost one copy of the weights (on 2 cores, two 1-thread replicas decode ~1.4x
+    the tokens/s of one: docs/agent.md). A sharer refuses LoRA adapters; an MoE model gets a copy per replica
+    (each engine records the routing of its own forwards)."""
     kwargs = dict(engine_kwargs or {})
     engines: list[Engine] = []
     if placement == "process":
@@ -208,10 +214,20 @@ async def create_pool(
     else:
         from legorl.serving.embedded import EmbeddedEngine
 
+        first: EmbeddedEngine | None = None
         for i in range(n_replicas):
             # distinct seeds: unseeded requests on two replicas must not draw the same samples
             seed = int(kwargs.get("seed", 0)) + 7919 * i
-            eng = EmbeddedEngine.from_pretrained(model, **{"name": f"replica{i}", **kwargs, "seed": seed})
+            own = {"name": f"replica{i}", **kwargs, "seed": seed}
+            if first is not None and first.shares_weights:
+                own.pop("dtype", None)
+                own.pop("device", None)
+                eng = EmbeddedEngine(first.model, **own, shares_weights=True)
+            else:
+                eng = EmbeddedEngine.from_pretrained(model, **own)
+                if first is None:
+                    eng.shares_weights = share_weights and n_replicas > 1 and not eng.recorder.enabled
+                    first = eng
             await eng.start()
             engines.append(eng)
     return ReplicaPool(engines, ids)

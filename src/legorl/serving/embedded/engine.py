@@ -70,8 +70,12 @@ class EmbeddedEngine:
         enable_prefix_caching: bool = True,
         num_threads: int | None = None,
         name: str = "embedded",
+        shares_weights: bool = False,
     ):
         self.model = model.eval()
+        # `model` is also served by other engines of this process (create_pool): full-weight updates are fine
+        # (every sharer is paused first and copies the same values), LoRA would mutate the others' weights
+        self.shares_weights = shares_weights
         self.num_threads = num_threads or torch.get_num_threads()
         self.name = name
         cfg = model.config
@@ -86,6 +90,8 @@ class EmbeddedEngine:
             eos_token_ids = [eos] if isinstance(eos, int) else list(eos or [])
         self.eos_token_ids = list(eos_token_ids)
         self.recorder = RoutingRecorder(model)
+        if shares_weights and self.recorder.enabled:
+            raise ValueError("MoE engines cannot share a model: each records the routing of its own forwards")
         dims = probe_kv_dims(model)
         self.recorder.take()
         routing_shape = (len(self.recorder.routers), self.recorder.top_k) if self.recorder.enabled else None
@@ -176,6 +182,8 @@ class EmbeddedEngine:
         return await self._call("abort", request_id)
 
     async def update_weights(self, state_dict: Mapping[str, Any], version: int, mode: Mode = "wait") -> None:
+        if is_adapter_update(state_dict):
+            self._refuse_adapters()
         await self._call("update", state_dict, version, mode)
 
     async def load_adapter(self, name: str, state_dict: Mapping[str, Any], version: int, mode: Mode = "wait") -> None:
@@ -183,6 +191,7 @@ class EmbeddedEngine:
         "abort", lose) the swap; requests on the base or other adapters go on."""
         if not name:
             raise InvalidRequestError("an adapter needs a name")
+        self._refuse_adapters()
         await self._call("adapter", name, state_dict, version, mode)
 
     def adapters(self) -> dict[str, int]:
@@ -241,6 +250,12 @@ class EmbeddedEngine:
             raise EngineClosedError("engine is closed")
         check_request(request, self.vocab_size, self.max_model_len, self.pool.num_blocks * self.block_size)
         self._check_adapter(request.adapter)
+
+    def _refuse_adapters(self) -> None:
+        if self.shares_weights:
+            raise InvalidRequestError(
+                f"engine {self.name} shares its weights with the other replicas of this process, and a LoRA adapter "
+                "is merged into the weights: start the replicas with their own weights (LoRA runs do)")
 
     def _check_adapter(self, name: str | None) -> None:
         if name is not None and name not in self._adapters.adapters:
