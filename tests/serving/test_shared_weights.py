@@ -12,11 +12,12 @@ from transformers import AutoModelForCausalLM
 
 from legorl.config import load_config
 from legorl.rundir import RunDir
-from legorl.runtime.inprocess import InProcessRuntime
+from legorl.runtime.inprocess import InProcessRuntime, PolicySpec
 from legorl.serving.embedded import EmbeddedEngine
 from legorl.serving.pool_manager import create_pool
 from legorl.serving.types import GenerateRequest, InvalidRequestError, SamplingParams
 from legorl.serving.weight_sync import WeightSync
+from legorl.workers.config import WorkerConfig
 
 KW = {"kv_budget_tokens": 2048, "num_threads": 1}
 PROMPTS = [[5 + i, 9, 17 + 3 * i, 4, 33, 2 + i] for i in range(6)]
@@ -91,5 +92,16 @@ async def test_a_run_config_shares_unless_lora(tiny_llama_dir, tmp_path, overrid
     try:
         a, b = rt.engines
         assert (a.model is b.model) is shared
+    finally:
+        await rt.close()
+
+
+async def test_eval_policy_replicas_share_the_weights(tiny_llama_dir, tmp_path):
+    """`legorl eval --config` passes the run's serving.n_replicas (workers/cli.py) into this spec."""
+    rt = await InProcessRuntime.for_policy(PolicySpec(model=str(tiny_llama_dir), kv_budget_tokens=2048, n_replicas=2),
+                                           WorkerConfig(output_root=tmp_path, exp_name="e"))
+    try:
+        a, b = rt.engines
+        assert a.model is b.model
     finally:
         await rt.close()

@@ -63,6 +63,8 @@ class PolicySpec:
     engine: str = "embedded"  # or "vllm": a vLLM server legorl starts for the run
     device: str = "cpu"  # embedded: `auto`, `cpu`, `cuda[:N]` (a run config's serving.device)
     dtype: str = "float32"  # embedded: the model's and KV cache's dtype (a run config's serving.dtype)
+    n_replicas: int = 1  # a run config's serving.n_replicas (embedded: threads of this process, one copy of the weights)
+    threads_per_replica: int | None = None
 
 
 @dataclass
@@ -96,7 +98,8 @@ class InProcessRuntime:
             model_dir = resolve_model(policy.model or DEFAULT_MODEL)
             spec = EngineSpec(model_dir, kind=policy.engine, kv_budget_tokens=policy.kv_budget_tokens,
                               max_model_len=policy.max_model_len, seed=policy.seed, device=policy.device,
-                              dtype=policy.dtype)  # type: ignore[arg-type]
+                              dtype=policy.dtype, n_replicas=policy.n_replicas,  # type: ignore[arg-type]
+                              threads_per_replica=policy.threads_per_replica, share_weights=True)
             server = await PolicyServer.start(spec, ProxyConfig(tool_parser=policy.tool_parser))
             endpoints = ProxyEndpoints(server.proxy)
         return cls(server, WorkerRunner(config, endpoints))
