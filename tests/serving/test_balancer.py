@@ -144,3 +144,26 @@ def test_least_loaded_prefers_fewer_in_flight_then_stable_order():
     assert lb.pick("c").id == "r0"  # tie on both: insertion order
     pool.mark_dead("r0")
     assert lb.pick("b").id == "r1" and lb.counters["repins"] == 1
+
+
+def test_a_group_with_one_first_prompt_stays_on_one_replica_within_the_slack():
+    """A GRPO group's trials open with the same prompt: they follow the first of them (its prefill is reused)
+    unless that replica is more than `affinity_slack` calls busier than the least loaded one."""
+    pool = ReplicaPool([_Stub(), _Stub()])  # type: ignore[list-item]
+    lb = LoadBalancer(pool, affinity_slack=2)
+    group, other = [1, 2, 3, 4], [9, 8, 7]
+
+    def call(session: str, prompt: list[int]) -> str:
+        rep, _ = lb.route(session, prompt=prompt)
+        rep.in_flight += 1  # as the manager does while the call runs
+        return rep.id
+
+    assert [call(f"g{i}", group) for i in range(3)] == ["r0", "r0", "r0"]
+    assert call("g3", group) == "r1"  # r0 is 3 calls ahead of r1: past the slack
+    assert call("o0", other) == "r1"  # another prompt: the least loaded
+    assert lb.counters["affinity_hits"] == 2
+    # a second turn of a session is sticky whatever its prompt; 0 turns affinity off
+    assert lb.route("g0", prompt=other)[0].id == "r0"
+    off = LoadBalancer(pool, affinity_slack=0)
+    pool.get("r0").in_flight = pool.get("r1").in_flight = 0
+    assert [off.route(f"x{i}", prompt=group)[0].id for i in range(2)] == ["r0", "r1"]

@@ -36,7 +36,7 @@ def build_manager(engines: list[Engine], serving: ServingSection | None = None,
     from legorl.serving.pool_manager import PoolManager
 
     pool = ReplicaPool(engines)
-    return PoolManager(pool, LoadBalancer(pool, serving.balancer, serving.max_sticky_sessions),
+    return PoolManager(pool, LoadBalancer(pool, serving.balancer, serving.max_sticky_sessions, serving.affinity_slack),
                        scheduler=serving.scheduler.scheduler_config())
 
 

@@ -7,13 +7,21 @@ that arrive one at a time still spread evenly), then the stable insertion order.
 replica dies or is removed, the session is re-pinned on its next call (that call re-prefills: it is
 counted). The pin table is an LRU bounded by `max_sessions`; `end_session` drops a pin at once.
 
+A new session whose first prompt equals a recent session's (the trials of one GRPO group start from the same
+prompt) follows that session to its replica while that replica has at most `affinity_slack` more calls in flight
+than the least loaded one: the group's prompt is prefilled once, not once per replica (the cache-aware routing of
+SGLang's router, reduced to whole first prompts). Affinity is a bounded LRU of prompt hashes; 0 turns it off.
+
 `round_robin` ignores sessions and cycles over healthy replicas per call: the baseline the
 benchmark compares against.
 """
 
 from __future__ import annotations
 
+import hashlib
+from array import array
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Literal
 
 from legorl.serving.pool import NoHealthyReplicaError, Replica, ReplicaPool
@@ -23,7 +31,8 @@ RouteKind = Literal["sticky", "new", "repin", "round_robin", "anonymous"]
 
 
 class LoadBalancer:
-    def __init__(self, pool: ReplicaPool, policy: Policy = "sticky", max_sessions: int = 100_000):
+    def __init__(self, pool: ReplicaPool, policy: Policy = "sticky", max_sessions: int = 100_000,
+                 affinity_slack: int = 4):
         if policy not in ("sticky", "round_robin"):
             raise ValueError(f"unknown balancer policy {policy!r}")
         if max_sessions < 1:
@@ -34,7 +43,10 @@ class LoadBalancer:
         self._pins: OrderedDict[str, str] = OrderedDict()  # session id -> replica id (LRU order)
         self._pinned_count: dict[str, int] = {}
         self._rr = 0
-        self.counters = dict.fromkeys(["new_sessions", "sticky_hits", "repins", "evicted_pins", "ended"], 0)
+        self.affinity_slack = affinity_slack
+        self._affinity: OrderedDict[bytes, str] = OrderedDict()  # first-prompt hash -> replica id (LRU order)
+        self.counters = dict.fromkeys(
+            ["new_sessions", "sticky_hits", "repins", "evicted_pins", "ended", "affinity_hits"], 0)
         pool.subscribe(self._on_pool_event)
 
     # -- routing ----------------------------------------------------------------------------------
@@ -50,9 +62,11 @@ class LoadBalancer:
         """Choose (and pin) the replica for one call; see `route`."""
         return self.route(session_id, prefer)[0]
 
-    def route(self, session_id: str | None, prefer: str | None = None) -> tuple[Replica, RouteKind]:
+    def route(self, session_id: str | None, prefer: str | None = None,
+              prompt: Sequence[int] | None = None) -> tuple[Replica, RouteKind]:
         """The replica for one call and why. `prefer` is a replica the scheduler already probed
-        for this session; it is honoured when healthy and the session is not pinned elsewhere."""
+        for this session; it is honoured when healthy and the session is not pinned elsewhere. `prompt` (the
+        call's token ids) lets a new session follow an earlier one with the same first prompt."""
         healthy = self._healthy()
         if self.policy == "round_robin":
             return self._next_rr(healthy), "round_robin"
@@ -71,8 +85,16 @@ class LoadBalancer:
         else:
             self.counters["new_sessions"] += 1
         chosen = self.pool.get(prefer) if prefer else None
+        key = _prompt_key(prompt) if prompt and self.affinity_slack > 0 else None
         if chosen is None or not chosen.healthy:
             chosen = self._least_loaded(healthy)
+            if key is not None:
+                chosen = self._affine(key, chosen)
+        if key is not None:
+            self._affinity[key] = chosen.id
+            self._affinity.move_to_end(key)
+            while len(self._affinity) > self.max_sessions:
+                self._affinity.popitem(last=False)
         self._pin(session_id, chosen.id)
         return chosen, kind
 
@@ -98,6 +120,16 @@ class LoadBalancer:
 
     def _least_loaded(self, healthy: list[Replica]) -> Replica:
         return min(healthy, key=lambda r: (r.in_flight, self._pinned_count.get(r.id, 0), r.order))
+
+    def _affine(self, key: bytes, least: Replica) -> Replica:
+        """The replica of the last session with this first prompt, unless it is `affinity_slack` calls busier
+        than the least loaded one (or gone)."""
+        rid = self._affinity.get(key)
+        rep = self.pool.get(rid) if rid is not None else None
+        if rep is None or not rep.healthy or rep is least or rep.in_flight > least.in_flight + self.affinity_slack:
+            return least
+        self.counters["affinity_hits"] += 1
+        return rep
 
     def _next_rr(self, healthy: list[Replica], peek: bool = False) -> Replica:
         ordered = sorted(healthy, key=lambda r: r.order)
@@ -134,3 +166,7 @@ class LoadBalancer:
         out = {f"balancer/{k}": float(v) for k, v in self.counters.items()}
         out["balancer/pinned_sessions"] = float(len(self._pins))
         return out
+
+
+def _prompt_key(prompt: Sequence[int]) -> bytes:
+    return hashlib.blake2b(array("q", prompt).tobytes(), digest_size=16).digest()

@@ -142,7 +142,7 @@ class PoolManager:
         if streamed is not None:
             request = dataclasses.replace(request, on_tokens=streamed)
         while True:
-            rep, kind = self.balancer.route(request.session_id, prefer)
+            rep, kind = self.balancer.route(request.session_id, prefer, request.prompt_ids)
             prefer = None
             rep.in_flight += 1
             self._inflight[request.request_id] = rep
