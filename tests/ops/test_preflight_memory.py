@@ -46,7 +46,7 @@ def test_fixed_micro_batches_are_an_upper_bound():
 
 
 def test_the_line_names_every_part_and_the_warm_start():
-    cfg = load_config(ROOT / "examples/agent.toml")
+    cfg = load_config(ROOT / "examples/agent.toml", ["serving.share_trainer_model=false"])
     line = estimate_memory(cfg, ModelDims.from_config(SMOLLM2_135M)).line()
     for part in ("engine weights", "KV", "trainer weights+grads+AdamW", "act", "logits", "warm start"):
         assert part in line, line
@@ -86,13 +86,19 @@ def test_a_small_host_warns_and_a_missing_model_skips(tmp_path):
 
 
 def test_thread_replicas_count_one_copy_of_the_weights_unless_lora_or_processes():
-    """serving/pool_manager.create_pool: dense thread replicas without LoRA serve one model object."""
+    """serving/pool_manager.create_pool: dense thread replicas without LoRA serve one model object; in a synchronous
+    run the trainer's (serving.share_trainer_model), so the engines add no copy at all."""
     dims = ModelDims.from_config(SMOLLM2_135M)
 
     def weights(*overrides: str) -> float:
-        return estimate_memory(load_config(None, list(overrides)), dims).parts["engine weights"]
+        est = estimate_memory(load_config(None, list(overrides)), dims)
+        return est.parts.get("engine weights", 0.0)
 
-    one = weights()
-    assert weights("serving.n_replicas=2") == one
+    own = "serving.share_trainer_model=false"
+    one = weights(own)
+    assert one == pytest.approx(dims.params * 4)
+    assert weights(own, "serving.n_replicas=2") == one
     assert weights("serving.n_replicas=2", "model.lora.rank=8") == 2 * one
     assert weights("serving.n_replicas=2", "serving.placement=process") == 2 * one
+    assert weights() == weights("serving.n_replicas=2") == 0.0  # the trainer's copy is the only one
+    assert weights("async_training.enabled=true") == one  # the engines generate while the trainer updates

@@ -41,6 +41,15 @@ class RunConfig(Section):
             return "token"
         return self.algorithm.rollout_is
 
+    def engines_serve_trainer_model(self) -> bool:
+        """`serving.share_trainer_model` applies: the embedded thread replicas can serve the trainer's model object
+        (one process, one trainer rank, synchronous steps, fp32 weights where the trainer keeps them, no LoRA).
+        An MoE model still gets its own copy (the engine records routing on it; train/loop.py)."""
+        s = self.serving
+        return (s.share_trainer_model and s.engine == "embedded" and s.placement == "thread" and s.dtype == "float32"
+                and s.device == self.trainer.device and self.cluster.runtime == "local" and self.trainer.n_ranks == 1
+                and not self.async_training.enabled and self.model.lora.rank == 0)
+
     @model_validator(mode="after")
     def _combinations(self) -> RunConfig:
         algo, asyn, vllm = self.algorithm, self.async_training, self.serving.vllm

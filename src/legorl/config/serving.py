@@ -125,6 +125,10 @@ class ServingSection(Section):
     """A new session whose first prompt a recent session had (a GRPO group's trials) goes to that session's replica
     while it has at most this many more calls in flight than the least loaded one, so the prompt is prefilled
     once; 0: always the least loaded."""
+    share_trainer_model: bool = True
+    """A synchronous run in this process (one trainer rank, thread replicas, fp32, no LoRA, a dense model): the
+    replicas serve the trainer's own model object, so the run holds one copy of the weights, not two, and a weight
+    sync copies nothing. The engines generate only between updates, so they never see a half-updated model."""
     threads_per_replica: int | None = Field(None, ge=1)
     """Torch threads per embedded replica. None: (cores - 1) // n_replicas, at least 1: one core stays for the
     event loop, sandboxes and verifiers (on 2 cores the demo's rollout took 27.9 s with 1 engine thread, 36.3 s

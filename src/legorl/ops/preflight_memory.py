@@ -147,11 +147,14 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
     if s.engine == "embedded":
         eb = DTYPE_BYTES[s.dtype]
         slots = (max(s.kv_budget_tokens // BLOCK_SIZE, 2) + 1) * BLOCK_SIZE
-        # thread replicas of a dense model without LoRA serve one copy (serving/pool_manager.create_pool)
+        # thread replicas of a dense model without LoRA serve one copy (serving/pool_manager.create_pool), in a
+        # synchronous run the trainer's own (serving.share_trainer_model: train/loop.servable_model)
         shared = s.placement == "thread" and cfg.model.lora.rank == 0 and not dims.moe
-        parts["engine weights"] = (1 if shared else s.n_replicas) * dims.params * eb
+        if not (shared and cfg.engines_serve_trainer_model()):
+            parts["engine weights"] = (1 if shared else s.n_replicas) * dims.params * eb
+            rl.append("engine weights")
         parts["KV"] = s.n_replicas * slots * dims.layers * dims.kv_heads * dims.head_dim * 2 * eb
-        rl += ["engine weights", "KV"]
+        rl.append("KV")
     trainer_state = dims.params * 16.0  # fp32 weights + grads + AdamW exp_avg / exp_avg_sq
     parts["trainer weights+grads+AdamW"] = trainer_state
     parts["AdamW temp"] = 2 * dims.largest * 4.0  # AdamW(foreach=False): two temporaries of one tensor at a time

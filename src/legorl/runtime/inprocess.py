@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from legorl.config.run import RunConfig
 from legorl.models.moe import is_moe
@@ -75,10 +76,13 @@ class InProcessRuntime:
     runner: WorkerRunner
 
     @classmethod
-    async def start(cls, cfg: RunConfig, run_dir: RunDir) -> InProcessRuntime:
-        """A training run's runtime."""
+    async def start(cls, cfg: RunConfig, run_dir: RunDir, model: Any = None) -> InProcessRuntime:
+        """A training run's runtime; `model`: a model object of this process the replicas serve (the trainer's,
+        `RunConfig.engines_serve_trainer_model`) instead of loading their own copy."""
         model_dir = resolve_model(cfg.model.path)
-        server = await PolicyServer.start(engine_spec(cfg, model_dir, run_dir),
+        spec = engine_spec(cfg, model_dir, run_dir)
+        spec.model = model
+        server = await PolicyServer.start(spec,
                                           ProxyConfig.from_section(cfg.serving.proxy, tool_parser=cfg.agent.tool_parser),
                                           cfg.serving,
                                           partial_rollout=cfg.async_training.partial_enabled)

@@ -8,7 +8,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from legorl.config.serving import RemoteSection, VLLMSection
 from legorl.serving.types import Engine
@@ -40,6 +40,7 @@ class EngineSpec:
     lora_rank: int = 0  # vLLM: > 0 starts the servers with --enable-lora for the run's adapter
     lora_name: str = "policy"  # vLLM: the adapters' names in the servers are `<lora_name>-v<version>`
     share_weights: bool = False  # embedded thread replicas serve one copy of the weights (create_pool)
+    model: Any = None  # embedded thread replicas serve this model object of the process (the trainer's), not a load
 
     def __post_init__(self) -> None:
         if self.kind not in (*ENGINE_KINDS, "remote"):
@@ -76,7 +77,7 @@ async def start_engines(spec: EngineSpec) -> list[Engine]:
                         device=device, dtype=getattr(torch, spec.dtype))
     if spec.max_num_seqs:
         kwargs["max_num_seqs"] = spec.max_num_seqs
-    if spec.n_replicas == 1 and spec.placement == "thread":
+    if spec.n_replicas == 1 and spec.placement == "thread" and spec.model is None:
         from legorl.serving.embedded import EmbeddedEngine
 
         kwargs["num_threads"] = spec.threads_per_replica or default_threads_per_replica(1)
@@ -87,7 +88,7 @@ async def start_engines(spec: EngineSpec) -> list[Engine]:
 
     kwargs["num_threads"] = spec.threads_per_replica or default_threads_per_replica(spec.n_replicas)
     pool = await create_pool(spec.model_dir, spec.n_replicas, placement=spec.placement, engine_kwargs=kwargs,
-                             share_weights=spec.share_weights)
+                             share_weights=spec.share_weights, shared_model=spec.model)
     return pool.engines()
 
 

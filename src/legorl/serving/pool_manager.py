@@ -198,16 +198,20 @@ async def create_pool(
     engine_kwargs: dict[str, Any] | None = None,
     ids: Sequence[str] | None = None,
     share_weights: bool = False,
+    shared_model: Any = None,
 ) -> ReplicaPool:
     """Start `n_replicas` embedded engines, in this process (one thread each) or one process each.
 
     `share_weights` (threads only): the replicas serve one model object, each with its own KV pool and thread,
     so N single-threaded replicas cost one copy of the weights (on 2 cores, two 1-thread replicas decode ~1.4x
     the tokens/s of one: docs/agent.md). A sharer refuses LoRA adapters; an MoE model gets a copy per replica
-    (each engine records the routing of its own forwards)."""
+    (each engine records the routing of its own forwards). `shared_model` (threads only): every replica serves
+    that model object of this process (a synchronous run's trainer model) instead of loading `model`."""
     kwargs = dict(engine_kwargs or {})
     engines: list[Engine] = []
     if placement == "process":
+        if shared_model is not None:
+            raise ValueError("shared_model (a model object of this process) needs placement = 'thread'")
         from legorl.serving.replica_proc import ProcessReplica
 
         engines = list(await ProcessReplica.start_many(model, n_replicas, **kwargs))
@@ -219,10 +223,12 @@ async def create_pool(
             # distinct seeds: unseeded requests on two replicas must not draw the same samples
             seed = int(kwargs.get("seed", 0)) + 7919 * i
             own = {"name": f"replica{i}", **kwargs, "seed": seed}
-            if first is not None and first.shares_weights:
+            served = shared_model if shared_model is not None else (
+                first.model if first is not None and first.shares_weights else None)
+            if served is not None:  # the model's own dtype and device
                 own.pop("dtype", None)
                 own.pop("device", None)
-                eng = EmbeddedEngine(first.model, **own, shares_weights=True)
+                eng = EmbeddedEngine(served, **own, shares_weights=True)
             else:
                 eng = EmbeddedEngine.from_pretrained(model, **own)
                 if first is None:

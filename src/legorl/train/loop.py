@@ -55,14 +55,26 @@ from legorl.train.warmstart import split_for_warm_start, warm_start, warm_start_
 from legorl.workers.filter import TrajectoryFilter
 
 
-async def start_runtime(cfg: RunConfig, run_dir: RunDir) -> Runtime:
+async def start_runtime(cfg: RunConfig, run_dir: RunDir, model: Any = None) -> Runtime:
+    """The run's runtime; `model`: the trainer's model object, served by in-process replicas instead of a copy."""
     if cfg.cluster.runtime == "ray":
         from legorl.cluster.runtime import RayRuntime
 
         return await RayRuntime.start(cfg, run_dir)
     from legorl.runtime.inprocess import InProcessRuntime
 
-    return await InProcessRuntime.start(cfg, run_dir)
+    return await InProcessRuntime.start(cfg, run_dir, model)
+
+
+def servable_model(cfg: RunConfig, trainer: Trainer) -> Any:
+    """The trainer's model when the replicas can serve it (`serving.share_trainer_model`), else None: a dense
+    model in this process (an MoE model gets the engine's own copy: the engine records routing on its model)."""
+    from legorl.models.moe import is_moe
+
+    model = getattr(getattr(trainer, "actor", None), "model", None)
+    if not cfg.engines_serve_trainer_model() or model is None or is_moe(model):
+        return None
+    return model
 
 
 async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
@@ -84,10 +96,23 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
         model_dir = await warm_start(cfg, run_dir, model_dir, demo_tasks, on_line)
         train_tasks = rl_tasks
         cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"path": str(model_dir)})})
-    runtime = await start_runtime(cfg, run_dir)
     trainer: Trainer | None = None
-    try:
+    served = None
+    if cfg.engines_serve_trainer_model():  # built first: the replicas serve its model (serving.share_trainer_model)
         trainer = start_trainer(cfg, model_dir)
+        served = servable_model(cfg, trainer)
+    try:
+        runtime = await start_runtime(cfg, run_dir, served)
+    except BaseException:
+        if trainer is not None:
+            trainer.close()
+        raise
+    if served is not None:
+        on_line(f"serving: {cfg.serving.n_replicas} replica(s) serve the trainer's own model "
+                "(serving.share_trainer_model): one copy of the weights, a weight sync copies nothing")
+    try:
+        if trainer is None:
+            trainer = start_trainer(cfg, model_dir)
         if (attach := getattr(runtime, "attach_trainer", None)) is not None:  # Ray: the collective transport
             attach(trainer)
         sync = WeightSync(runtime.engines)

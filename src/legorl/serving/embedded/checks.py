@@ -36,7 +36,8 @@ def check_request(request: GenerateRequest, vocab_size: int, max_model_len: int,
 
 
 def copy_weights(model: torch.nn.Module, state_dict: Mapping[str, Any]) -> None:
-    """Check every name and shape, then copy in place (onto the model's device and dtype)."""
+    """Check every name and shape, then copy in place (onto the model's device and dtype). A tensor that is
+    already the parameter's storage (an engine serving the trainer's own model) is left as it is."""
     params = dict(model.state_dict())
     unknown = [k for k in state_dict if k not in params]
     if unknown:
@@ -46,4 +47,6 @@ def copy_weights(model: torch.nn.Module, state_dict: Mapping[str, Any]) -> None:
             raise ValueError(f"update_weights: {k} has shape {tuple(t.shape)}, expected {tuple(params[k].shape)}")
     with torch.no_grad():
         for k, t in state_dict.items():
-            params[k].copy_(t)
+            p = params[k]
+            if not (t.data_ptr() == p.data_ptr() and t.dtype == p.dtype and t.stride() == p.stride()):
+                p.copy_(t)

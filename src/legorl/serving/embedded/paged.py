@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -29,7 +30,9 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 BACKEND = "legorl_paged"
-_ORIGINAL = "_legorl_original_attn"
+# config id -> (a weak reference to it, its original backend, engines using it): kept off the config, whose
+# attributes save_pretrained writes into config.json (a trainer's checkpoint of a model its engines serve)
+_INSTALLED: dict[int, tuple[weakref.ref, str, int]] = {}
 _local = threading.local()
 
 
@@ -68,7 +71,7 @@ def active(step: StepBatch):
 
 
 def _original(module):
-    name = getattr(module.config, _ORIGINAL, None) or "sdpa"
+    name = _original_name(module.config)
     if name in ALL_ATTENTION_FUNCTIONS:
         return ALL_ATTENTION_FUNCTIONS[name]
     # "eager" lives in each modeling file
@@ -122,7 +125,7 @@ def paged_attention(module, query, key, value, attention_mask, dropout: float = 
 def _mask(config=None, **kwargs):
     """Mask creation outside an engine step: the original backend's (an engine step passes a 4-D mask,
     which HF returns as-is)."""
-    name = getattr(config, _ORIGINAL, None) or "sdpa"
+    name = _original_name(config)
     fn = ALL_MASK_ATTENTION_FUNCTIONS.get(name, None)
     return fn(config=config, **kwargs) if fn is not None else None
 
@@ -131,18 +134,36 @@ AttentionInterface.register(BACKEND, paged_attention)
 AttentionMaskInterface.register(BACKEND, _mask)
 
 
+def _entry(cfg) -> tuple[weakref.ref, str, int] | None:
+    entry = _INSTALLED.get(id(cfg))
+    return entry if entry is not None and entry[0]() is cfg else None
+
+
+def _original_name(cfg) -> str:
+    entry = _entry(cfg) if cfg is not None else None
+    return entry[1] if entry is not None else "sdpa"
+
+
 def install(model) -> None:
     """Point the model's config at the paged backend (counted: engines may share a model)."""
     cfg = model.config
-    if cfg._attn_implementation != BACKEND:
-        setattr(cfg, _ORIGINAL, cfg._attn_implementation or "sdpa")
+    entry = _entry(cfg)
+    if entry is None:
+        current = cfg._attn_implementation
+        entry = (weakref.ref(cfg), current if current and current != BACKEND else "sdpa", 0)
         cfg._attn_implementation = BACKEND
-    cfg._legorl_paged_users = getattr(cfg, "_legorl_paged_users", 0) + 1
+    _INSTALLED[id(cfg)] = (entry[0], entry[1], entry[2] + 1)
 
 
 def uninstall(model) -> None:
     """Give the model its original backend back once its last engine closes."""
     cfg = model.config
-    cfg._legorl_paged_users = max(getattr(cfg, "_legorl_paged_users", 1) - 1, 0)
-    if cfg._legorl_paged_users == 0 and cfg._attn_implementation == BACKEND:
-        cfg._attn_implementation = getattr(cfg, _ORIGINAL, "sdpa")
+    entry = _entry(cfg)
+    if entry is None:
+        return
+    if entry[2] > 1:
+        _INSTALLED[id(cfg)] = (entry[0], entry[1], entry[2] - 1)
+        return
+    del _INSTALLED[id(cfg)]
+    if cfg._attn_implementation == BACKEND:
+        cfg._attn_implementation = entry[1]
