@@ -57,7 +57,8 @@ async def test_manager_satisfies_protocol_and_weight_sync_follows_membership(tin
         assert late.engine.weight_version == 1 and mgr.weight_version == 1
         # the stock WeightSync works over the pool's engines too
         assert await WeightSync(pool.engines()).push(state) == 2
-        outs = [await mgr.generate(GenerateRequest([5, 6, 7, 8], SamplingParams(temperature=0, max_tokens=2),
+        # two sessions with different prompts (one prompt would follow its first session: the balancer's affinity)
+        outs = [await mgr.generate(GenerateRequest([5, 6, 7, 8 + i], SamplingParams(temperature=0, max_tokens=2),
                                                    session_id=f"s{i}")) for i in range(2)]
         assert {o.weight_version for o in outs} == {2}
         assert sorted(r.requests for r in pool.all()) == [1, 1]
