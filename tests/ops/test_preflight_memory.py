@@ -107,4 +107,5 @@ def test_thread_replicas_count_one_copy_of_the_weights_unless_lora_or_processes(
     assert weights("serving.n_replicas=2", "model.lora.rank=8") == 2 * one
     assert weights("serving.n_replicas=2", "serving.placement=process") == 2 * one
     assert weights() == weights("serving.n_replicas=2") == 0.0  # the trainer's copy is the only one
+    assert "the engines serve the trainer's weights" in estimate_memory(load_config(None), dims).line()
     assert weights("async_training.enabled=true") == one  # the engines generate while the trainer updates

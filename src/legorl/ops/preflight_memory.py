@@ -2,7 +2,8 @@
 (no weights read), printed as one line with its parts:
 
     engine   weights (serving dtype) + the KV pool (`serving.kv_budget_tokens`, allocated whole; a
-             long run touches every block, so it all becomes resident) per embedded replica
+             long run touches every block, so it all becomes resident) per embedded replica; thread replicas
+             share one copy of the weights, and in a synchronous run serve the trainer's (no copy)
     trainer  fp32 master weights + grads + AdamW's two moments (16 B/param), the per-tensor AdamW step's
              temporaries (sqrt(exp_avg_sq) and its scaled copy of the largest tensor), a frozen reference when `algorithm.kl_coef` > 0, the critic for GAE
     act      saved activations of one micro-batch at its token budget (`trainer.max_tokens_per_micro_batch`,
@@ -79,6 +80,7 @@ class MemoryEstimate:
 
     parts: dict[str, float]
     phases: dict[str, list[str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the parts leave out, and why
 
     def phase_total(self, phase: str) -> float:
         return sum(self.parts[p] for p in self.phases[phase])
@@ -96,7 +98,7 @@ class MemoryEstimate:
         text = f"peak RSS ~{self.peak / GB:.1f} GB ({self.peak_phase}): rl {self.phase_total('rl') / GB:.2f} = {rl}"
         if "warm start" in self.phases:
             text += f"; warm start {self.phase_total('warm start') / GB:.2f} GB before the engines start"
-        return text
+        return "; ".join([text, *self.notes])
 
 
 def activation_bytes(d: ModelDims, tokens: int, checkpointing: bool) -> float:
@@ -144,13 +146,16 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
     s, a = cfg.serving, cfg.algorithm
     parts: dict[str, float] = {"base": BASE_BYTES}
     rl = ["base"]
+    notes: list[str] = []
     if s.engine == "embedded":
         eb = DTYPE_BYTES[s.dtype]
         slots = (max(s.kv_budget_tokens // BLOCK_SIZE, 2) + 1) * BLOCK_SIZE
         # thread replicas of a dense model without LoRA serve one copy (serving/pool_manager.create_pool), in a
         # synchronous run the trainer's own (serving.share_trainer_model: train/loop.servable_model)
         shared = s.placement == "thread" and cfg.model.lora.rank == 0 and not dims.moe
-        if not (shared and cfg.engines_serve_trainer_model()):
+        if shared and cfg.engines_serve_trainer_model():
+            notes.append("the engines serve the trainer's weights (serving.share_trainer_model)")
+        else:
             parts["engine weights"] = (1 if shared else s.n_replicas) * dims.params * eb
             rl.append("engine weights")
         parts["KV"] = s.n_replicas * slots * dims.layers * dims.kv_heads * dims.head_dim * 2 * eb
@@ -179,7 +184,7 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
         parts["warm-start logits"] = LOGITS_COPIES * min(LOGITS_CHUNK, ws_tokens) * dims.vocab * 4.0
         phases["warm start"] = ["base", "trainer weights+grads+AdamW", "AdamW temp", "warm-start act",
                                 "warm-start logits"]
-    return MemoryEstimate(parts, phases)
+    return MemoryEstimate(parts, phases, notes)
 
 
 def host_memory_bytes() -> int | None:
