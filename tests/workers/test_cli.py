@@ -138,6 +138,8 @@ def test_eval_config_takes_the_runs_settings_and_flags_override_them(tmp_path, t
     assert _setup(Flags(temperature=0.9), validated, "eval")[0].limits.temperature == 0.9
     # the run's replicas serve the evaluation too (thread replicas over one copy of the weights)
     assert policy.n_replicas == 1 and _setup(Flags(), load_config(run, ["serving.n_replicas=2"]), "eval")[1].n_replicas == 2
+    assert policy.decode_attention == "auto"
+    assert _setup(Flags(), load_config(run, ["serving.decode_attention=torch"]), "eval")[1].decode_attention == "torch"
 
 
 def test_eval_config_runs_the_held_out_split(tmp_path, tiny_llama_dir):

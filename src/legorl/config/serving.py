@@ -139,6 +139,12 @@ class ServingSection(Section):
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Embedded engine: model and KV precision. Match `trainer.dtype` (preflight warns on a mismatch); on CPU
     bf16 is slower than fp32."""
+    decode_attention: Literal["auto", "kernel", "torch"] = "auto"
+    """Embedded engine: how decode rows attend over the paged KV pool. `kernel`: a small C kernel built once per
+    machine with the system compiler (~0.2 s, cached in $LEGORL_HOME/kernels) reads each row's K/V in place;
+    `torch`: gather each row's blocks into a padded batch every layer (no compiler needed); `auto`: the kernel
+    when it builds and the pool is fp32 on the CPU, else torch. 3-5x less attention time a decode step
+    (`bench/decode_attention.py`)."""
     scheduler: SchedulerSection = SchedulerSection()
     """The session-level admission gate."""
     vllm: VLLMSection = VLLMSection()

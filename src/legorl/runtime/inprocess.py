@@ -47,6 +47,7 @@ def engine_spec(cfg: RunConfig, model_dir: Path, run_dir: RunDir | None = None) 
         remote=serving.remote.model_copy(update={"adapter": serving.remote.adapter or cfg.run.name}),
         lora_rank=cfg.model.lora.rank if serving.engine == "vllm" else 0, lora_name=cfg.run.name,
         share_weights=cfg.model.lora.rank == 0,  # a LoRA run merges its adapter into each replica's weights
+        decode_attention=serving.decode_attention,
     )
 
 
@@ -66,6 +67,7 @@ class PolicySpec:
     dtype: str = "float32"  # embedded: the model's and KV cache's dtype (a run config's serving.dtype)
     n_replicas: int = 1  # a run config's serving.n_replicas (embedded: threads of this process, one copy of the weights)
     threads_per_replica: int | None = None
+    decode_attention: str = "auto"  # embedded: a run config's serving.decode_attention
 
 
 @dataclass
@@ -103,7 +105,8 @@ class InProcessRuntime:
             spec = EngineSpec(model_dir, kind=policy.engine, kv_budget_tokens=policy.kv_budget_tokens,
                               max_model_len=policy.max_model_len, seed=policy.seed, device=policy.device,
                               dtype=policy.dtype, n_replicas=policy.n_replicas,  # type: ignore[arg-type]
-                              threads_per_replica=policy.threads_per_replica, share_weights=True)
+                              threads_per_replica=policy.threads_per_replica, share_weights=True,
+                              decode_attention=policy.decode_attention)
             server = await PolicyServer.start(spec, ProxyConfig(tool_parser=policy.tool_parser))
             endpoints = ProxyEndpoints(server.proxy)
         return cls(server, WorkerRunner(config, endpoints))

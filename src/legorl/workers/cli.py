@@ -208,7 +208,8 @@ def _setup(f: Flags, run_cfg: Any, exp: str) -> tuple[Any, Any]:
         policy = replace(policy, kv_budget_tokens=serving.kv_budget_tokens, tool_parser=run_cfg.agent.tool_parser,
                          max_model_len=ro.max_prompt_len + ro.max_response_len, device=serving.device,
                          dtype=serving.dtype, n_replicas=serving.n_replicas,
-                         threads_per_replica=serving.threads_per_replica)
+                         threads_per_replica=serving.threads_per_replica,
+                         decode_attention=serving.decode_attention)
     return cfg, policy
 
 

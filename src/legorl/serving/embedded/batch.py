@@ -40,7 +40,9 @@ class StepInputs:
     batch: StepBatch
 
 
-def build(pool: BlockPool, work: list[Work], device: torch.device) -> StepInputs:
+def build(pool: BlockPool, work: list[Work], device: torch.device, decode_kernel: bool = False) -> StepInputs:
+    """`decode_kernel`: the decode rows' block tables and lengths for the C kernel (decode_kernel.py) instead of
+    the torch path's flat block list and additive mask."""
     bs = pool.block_size
     work = [w for w in work if w.n == 1] + [w for w in work if w.n > 1]
     ids: list[int] = []
@@ -72,10 +74,13 @@ def build(pool: BlockPool, work: list[Work], device: torch.device) -> StepInputs
         for i, t in enumerate(dec_tables):
             table[i, : len(t)] = torch.tensor(t, dtype=torch.long)
         lens = torch.tensor(dec_lens, dtype=torch.long)
-        visible = torch.arange(width * bs)[None, :] < lens[:, None]
-        mask = torch.zeros(visible.shape, dtype=pool.k.dtype).masked_fill_(~visible, float("-inf"))
-        batch.dec_blocks = table.reshape(-1).to(device)
-        batch.dec_mask = mask[None, :, None, :].to(device)
+        if decode_kernel:
+            batch.dec_tables, batch.dec_lens = table, lens
+        else:
+            visible = torch.arange(width * bs)[None, :] < lens[:, None]
+            mask = torch.zeros(visible.shape, dtype=pool.k.dtype).masked_fill_(~visible, float("-inf"))
+            batch.dec_blocks = table.reshape(-1).to(device)
+            batch.dec_mask = mask[None, :, None, :].to(device)
     return StepInputs(
         work=work,
         input_ids=torch.tensor([ids], dtype=torch.long, device=device),

@@ -29,6 +29,7 @@ from legorl.serving.embedded.batch import Work
 from legorl.serving.embedded.blocks import BlockPool, chain_hashes
 from legorl.serving.embedded.channel import CommandChannel
 from legorl.serving.embedded.checks import check_ids, check_request, copy_weights
+from legorl.serving.embedded.decode_kernel import resolve as resolve_decode_kernel
 from legorl.serving.embedded.lora import AdapterSet
 from legorl.serving.embedded.omp import release_idle_workers
 from legorl.serving.embedded.runner import ModelRunner, model_device, probe_kv_dims
@@ -71,6 +72,7 @@ class EmbeddedEngine:
         num_threads: int | None = None,
         name: str = "embedded",
         shares_weights: bool = False,
+        decode_attention: str = "auto",
     ):
         self.model = model.eval()
         # `model` is also served by other engines of this process (create_pool): full-weight updates are fine
@@ -100,7 +102,9 @@ class EmbeddedEngine:
             dims.dtype, routing_shape, device=model_device(model),
         )
         self._adapters = AdapterSet(model)  # LoRA: named adapters and the default one (lora.py)
-        self.runner = ModelRunner(model, self.pool, self.recorder, self._adapters)
+        # `auto`: the C kernel when it builds and the pool is fp32 on the CPU (decode_kernel.py), else torch
+        self.decode_kernel = resolve_decode_kernel(decode_attention, self.pool.k.dtype, self.pool.k.device)
+        self.runner = ModelRunner(model, self.pool, self.recorder, self._adapters, self.decode_kernel)
         self.scheduler = Scheduler(self.pool, max_num_seqs, prefill_chunk, enable_prefix_caching)
         self._seed = seed
         self._order = itertools.count()

@@ -7,8 +7,9 @@ engine's model config), which for layer l:
 
 - writes the step's new K/V into the pool at their slots (so nothing is gathered into a per-batch cache
   and nothing is re-gathered when batch membership changes),
-- decode rows: gathers each row's blocks of layer l (block-granular `index_select`) and runs one batched
-  GQA attention over them, padded to the longest row and masked,
+- decode rows: the C kernel (decode_kernel.py) reads each row's keys and values in place through its block
+  table; without it (`serving.decode_attention = "torch"`, a bf16 or CUDA pool) each row's blocks of layer l
+  are gathered (block-granular `index_select`) into one batched GQA attention, padded to the longest row and masked,
 - prefill chunks: causal SDPA over the chunk (and the request's earlier blocks when it has a prefix).
 
 Outside an engine step (the trainer, a teacher-forced forward on the same model object) the backend
@@ -28,6 +29,8 @@ import torch.nn.functional as F
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from legorl.serving.embedded.decode_kernel import decode_attention
 
 BACKEND = "legorl_paged"
 # config id -> (a weak reference to it, its original backend, engines using it): kept off the config, whose
@@ -57,6 +60,8 @@ class StepBatch:
     n_dec: int = 0  # packed tokens [0, n_dec) are one-token rows
     dec_blocks: torch.Tensor | None = None  # [n_dec * blocks_per_row] (pad block past a row's end)
     dec_mask: torch.Tensor | None = None  # [1, n_dec, 1, blocks_per_row * block_size] additive
+    dec_tables: torch.Tensor | None = None  # the kernel's: [n_dec, blocks_per_row] block ids (CPU, int64)
+    dec_lens: torch.Tensor | None = None  # the kernel's: [n_dec] context length of each row (CPU, int64)
     prefills: list[PrefillPart] = field(default_factory=list)
 
 
@@ -99,7 +104,11 @@ def paged_attention(module, query, key, value, attention_mask, dropout: float = 
     out = query.new_empty(t, heads, d)
     bs = step.block_size
     nd = step.n_dec
-    if nd:
+    if nd and step.dec_tables is not None:
+        q = query[0, :, :nd].transpose(0, 1)  # [nd, heads, d], a view
+        decode_attention(q if q.stride(2) == 1 else q.contiguous(), pk, pv, step.dec_tables, step.dec_lens, bs,
+                         scale, out[:nd])
+    elif nd:
         q = query[0, :, :nd].reshape(kvh, g, nd, d).transpose(1, 2)  # [kvh, nd, g, d]
         kg = _gather(pk, step.dec_blocks, bs).view(kvh, nd, -1, d)
         vg = _gather(pv, step.dec_blocks, bs).view(kvh, nd, -1, d)
