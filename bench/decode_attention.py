@@ -1,6 +1,7 @@
 """Decode attention over the paged KV pool: the C kernel against the torch gather path, side by side.
 
     .venv/bin/python bench/decode_attention.py [--rows 14] [--min-len 150] [--max-len 550] [--threads 1]
+    .venv/bin/python bench/decode_attention.py --engine [--rows 14] [--min-len 200] [--max-len 450] [--rounds 2]
 
 SmolLM2-135M's attention shape (9 query heads over 3 KV heads of 64, 30 layers) and a 10,240-token pool (the
 agent demo's per-replica budget, 0.47 GB of K/V) whose blocks are handed out in shuffled order; `--rows` decode
@@ -8,12 +9,22 @@ rows with context lengths drawn from [--min-len, --max-len]. A "step" runs the 3
 does, so each layer's K/V comes from memory, not from a cache the previous call warmed. Both paths run
 alternately in this process; it prints each one's time a step, their ratio, and the largest difference of their
 outputs.
+
+`--engine` measures the whole decode step instead: the real engine (SmolLM2-135M, one thread, a 10,240-token
+pool, `serving.decode_attention` = torch, then kernel, alternating, each in a fresh process) first prefills
+`--rows` prompts of random tokens (lengths in [--min-len, --max-len]), then decodes 64 tokens in each at once;
+it prints ms an engine step (the median over the steps) and the ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import random
+import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -31,15 +42,76 @@ class _Attn:
         self.layer_idx = layer_idx
 
 
+async def engine_step_ms(mode: str, rows: int, min_len: int, max_len: int) -> dict:
+    """One fresh engine: prefill `rows` prompts, then time the steps of decoding 64 tokens in each at once."""
+    from legorl.models import resolve_model
+    from legorl.serving.embedded import EmbeddedEngine
+    from legorl.serving.types import GenerateRequest, SamplingParams
+
+    eng = EmbeddedEngine.from_pretrained(resolve_model("smollm2-135m-instruct"), kv_budget_tokens=10240,
+                                         num_threads=1, decode_attention=mode)
+    rng = random.Random(0)
+    prompts = [[rng.randint(100, 40000) for _ in range(rng.randint(min_len, max_len))] for _ in range(rows)]
+    times: list[float] = []
+    step = eng.runner.step
+
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        out = step(*args, **kwargs)
+        times.append(time.perf_counter() - t0)
+        return out
+
+    try:
+        await asyncio.gather(*[eng.generate(GenerateRequest(p, SamplingParams(1.0, max_tokens=1, seed=i)))
+                               for i, p in enumerate(prompts)])  # the prompts' KV is cached now
+        eng.runner.step = timed
+        sp = [SamplingParams(1.0, max_tokens=64, seed=i, ignore_eos=True) for i in range(rows)]
+        await asyncio.gather(*[eng.generate(GenerateRequest(p, s)) for p, s in zip(prompts, sp, strict=True)])
+    finally:
+        await eng.close()
+    decode = times[2:]  # the first steps compute the prompts' last tokens
+    return {"mode": mode, "kernel": eng.decode_kernel, "step_ms": 1e3 * statistics.median(decode)}
+
+
+def engine_main(a) -> None:
+    runs: dict[str, list[float]] = {"torch": [], "kernel": []}
+    for _ in range(a.rounds):
+        for mode in runs:
+            cmd = [sys.executable, __file__, "--engine-child", mode, "--rows", str(a.rows), "--min-len",
+                   str(a.min_len), "--max-len", str(a.max_len)]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+            res = json.loads(out)
+            if res["kernel"] != (mode == "kernel"):
+                raise SystemExit(f"{mode}: the engine did not take that path ({res})")
+            runs[mode].append(res["step_ms"])
+    print(f"engine, {a.rows} rows decoding 64 tokens over prompts of {a.min_len}-{a.max_len} tokens, 1 thread")
+    for mode, ms in runs.items():
+        print(f"{mode:>6}: {min(ms):.1f} ms an engine step (median of its steps; rounds: "
+              f"{', '.join(f'{x:.1f}' for x in ms)})")
+    print(f"kernel speed-up of the decode step (best of {a.rounds} each): {min(runs['torch']) / min(runs['kernel']):.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=14)
-    ap.add_argument("--min-len", type=int, default=150)
-    ap.add_argument("--max-len", type=int, default=550)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (the kernel runs on one)")
+    ap.add_argument("--min-len", type=int, default=None, help="shortest context (150; --engine: 200)")
+    ap.add_argument("--max-len", type=int, default=None, help="longest context (550; --engine: 450)")
+    ap.add_argument("--threads", type=int, default=1, help="torch's threads, and the kernel's")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=None, help="alternations of the two paths (3; --engine: 2)")
+    ap.add_argument("--engine", action="store_true", help="time the whole engine step (see above)")
+    ap.add_argument("--engine-child", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    a.min_len = a.min_len or (200 if a.engine or a.engine_child else 150)
+    a.max_len = a.max_len or (450 if a.engine or a.engine_child else 550)
+    a.rounds = a.rounds or (2 if a.engine else 3)
+    if a.engine_child:
+        torch.set_num_threads(1)
+        print(json.dumps(asyncio.run(engine_step_ms(a.engine_child, a.rows, a.min_len, a.max_len))))
+        return
+    if a.engine:
+        engine_main(a)
+        return
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     rng = random.Random(0)
@@ -70,7 +142,7 @@ def main() -> None:
     new_v = [v[i, :, slots][None] for i in range(layers)]
     attn = [_Attn(i) for i in range(layers)]
     torch_step = StepBatch(k, v, bs, slots, n_dec=a.rows, dec_blocks=table.reshape(-1), dec_mask=mask)
-    kernel_step = StepBatch(k, v, bs, slots, n_dec=a.rows, dec_tables=table, dec_lens=lens_t)
+    kernel_step = StepBatch(k, v, bs, slots, n_dec=a.rows, dec_tables=table, dec_lens=lens_t, dec_threads=a.threads)
     load()
 
     def run(step: StepBatch) -> torch.Tensor:

@@ -76,6 +76,20 @@ def test_kernel_matches_the_torch_path_on_a_paged_pool(heads, kvh, d, lens):
             assert torch.allclose(got[0, 0, h], value[0, h // g, 0], atol=1e-6)
 
 
+def test_rows_split_over_threads_come_out_bit_for_bit_the_same():
+    decode_kernel.load()
+    lens = [3, 90, 17, 64, 1, 130, 40]
+    query, _, _, _, step = _pool_case(9, 3, 64, lens)
+    q = query[0].transpose(0, 1)  # [rows, heads, d], strided as in the engine
+    outs = []
+    for threads in (1, 2, 3, 16):  # 16 > rows: one row a thread at most
+        out = torch.full((len(lens), 9, 64), float("nan"))
+        decode_kernel.decode_attention(q, step.k[1], step.v[1], step.dec_tables, step.dec_lens, 4, 0.125, out, threads)
+        outs.append(out)
+    assert not outs[0].isnan().any()
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+
+
 def test_kernel_rejects_a_context_longer_than_its_table():
     decode_kernel.load()
     query, key, value, _, step = _pool_case(9, 3, 64, [10, 20])

@@ -40,9 +40,10 @@ class StepInputs:
     batch: StepBatch
 
 
-def build(pool: BlockPool, work: list[Work], device: torch.device, decode_kernel: bool = False) -> StepInputs:
-    """`decode_kernel`: the decode rows' block tables and lengths for the C kernel (decode_kernel.py) instead of
-    the torch path's flat block list and additive mask."""
+def build(pool: BlockPool, work: list[Work], device: torch.device, decode_kernel: bool = False,
+          threads: int = 1) -> StepInputs:
+    """`decode_kernel`: the decode rows' block tables and lengths for the C kernel (decode_kernel.py, its rows
+    split over `threads`) instead of the torch path's flat block list and additive mask."""
     bs = pool.block_size
     work = [w for w in work if w.n == 1] + [w for w in work if w.n > 1]
     ids: list[int] = []
@@ -75,7 +76,7 @@ def build(pool: BlockPool, work: list[Work], device: torch.device, decode_kernel
             table[i, : len(t)] = torch.tensor(t, dtype=torch.long)
         lens = torch.tensor(dec_lens, dtype=torch.long)
         if decode_kernel:
-            batch.dec_tables, batch.dec_lens = table, lens
+            batch.dec_tables, batch.dec_lens, batch.dec_threads = table, lens, threads
         else:
             visible = torch.arange(width * bs)[None, :] < lens[:, None]
             mask = torch.zeros(visible.shape, dtype=pool.k.dtype).masked_fill_(~visible, float("-inf"))

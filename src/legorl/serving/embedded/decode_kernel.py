@@ -58,7 +58,7 @@ def _isa_flags() -> list[str]:
 
 
 def _build(cc: str) -> Path:
-    compile_flags = ["-O3", "-ffast-math", "-fPIC", "-std=c11", *_isa_flags()]
+    compile_flags = ["-O3", "-ffast-math", "-fPIC", "-std=c11", "-pthread", *_isa_flags()]
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
     key = hashlib.sha256("\0".join([_SOURCE.read_text(), *compile_flags, version]).encode()).hexdigest()[:16]
     out_dir = legorl_home() / "kernels"
@@ -69,7 +69,7 @@ def _build(cc: str) -> Path:
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         obj, so = Path(tmp) / "k.o", Path(tmp) / "k.so"
         for cmd in ([cc, *compile_flags, "-c", str(_SOURCE), "-o", str(obj)],
-                    [cc, "-shared", str(obj), "-o", str(so), "-lm"]):  # no -ffast-math here: see the docstring
+                    [cc, "-shared", "-pthread", str(obj), "-o", str(so), "-lm"]):  # no -ffast-math here: see the docstring
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             if done.returncode != 0:
                 raise KernelUnavailable(f"`{' '.join(cmd)}` failed: {(done.stderr or done.stdout).strip()[:500]}")
@@ -88,7 +88,8 @@ def _load() -> ctypes.CDLL | KernelUnavailable:
         return exc if isinstance(exc, KernelUnavailable) else KernelUnavailable(f"{type(exc).__name__}: {exc}")
     fn = lib.legorl_paged_decode
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    fn.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr, ptr, i64, i64, i64, i64, i64, i64, ctypes.c_float, ptr, i64, i64]
+    fn.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr, ptr, i64, i64, i64, i64, i64, i64, ctypes.c_float, ptr, i64, i64,
+                   i64]
     fn.restype = ctypes.c_int
     return lib
 
@@ -124,8 +125,9 @@ def resolve(mode: str, dtype: torch.dtype, device: torch.device) -> bool:
 
 
 def decode_attention(query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: torch.Tensor,
-                     lens: torch.Tensor, block_size: int, scale: float, out: torch.Tensor) -> None:
-    """out[r, qh] = attention of query[r, qh] over the first lens[r] positions of row r's blocks.
+                     lens: torch.Tensor, block_size: int, scale: float, out: torch.Tensor, threads: int = 1) -> None:
+    """out[r, qh] = attention of query[r, qh] over the first lens[r] positions of row r's blocks, the rows split over
+    up to `threads` threads (the engine's own count; each row comes out the same whatever the split).
 
     query [nd, heads, d] and out [nd, heads, d] may be strided views (last dim contiguous); k, v: one layer's
     pool [kv_heads, slots, d], contiguous; tables [nd, width] and lens [nd] int64, contiguous, on the CPU."""
@@ -135,7 +137,7 @@ def decode_attention(query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tabl
     rc = load().legorl_paged_decode(
         query.data_ptr(), query.stride(0), query.stride(1), k.data_ptr(), v.data_ptr(), slots, tables.data_ptr(),
         lens.data_ptr(), nd, tables.shape[1], heads, kvh, d, block_size, scale, out.data_ptr(), out.stride(0),
-        out.stride(1))
+        out.stride(1), max(1, threads))
     if rc:
         raise RuntimeError(f"decode kernel: {'shape out of range' if rc == 1 else 'out of memory'} "
                            f"(rows {nd}, heads {heads}/{kvh}, head dim {d}, lens {lens.tolist()})")

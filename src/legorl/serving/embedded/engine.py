@@ -104,7 +104,8 @@ class EmbeddedEngine:
         self._adapters = AdapterSet(model)  # LoRA: named adapters and the default one (lora.py)
         # `auto`: the C kernel when it builds and the pool is fp32 on the CPU (decode_kernel.py), else torch
         self.decode_kernel = resolve_decode_kernel(decode_attention, self.pool.k.dtype, self.pool.k.device)
-        self.runner = ModelRunner(model, self.pool, self.recorder, self._adapters, self.decode_kernel)
+        self.runner = ModelRunner(model, self.pool, self.recorder, self._adapters, self.decode_kernel,
+                                  self.num_threads)
         self.scheduler = Scheduler(self.pool, max_num_seqs, prefill_chunk, enable_prefix_caching)
         self._seed = seed
         self._order = itertools.count()

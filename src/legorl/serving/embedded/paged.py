@@ -62,6 +62,7 @@ class StepBatch:
     dec_mask: torch.Tensor | None = None  # [1, n_dec, 1, blocks_per_row * block_size] additive
     dec_tables: torch.Tensor | None = None  # the kernel's: [n_dec, blocks_per_row] block ids (CPU, int64)
     dec_lens: torch.Tensor | None = None  # the kernel's: [n_dec] context length of each row (CPU, int64)
+    dec_threads: int = 1  # the kernel's: threads its rows are split over (the engine's thread count)
     prefills: list[PrefillPart] = field(default_factory=list)
 
 
@@ -107,7 +108,7 @@ def paged_attention(module, query, key, value, attention_mask, dropout: float = 
     if nd and step.dec_tables is not None:
         q = query[0, :, :nd].transpose(0, 1)  # [nd, heads, d], a view
         decode_attention(q if q.stride(2) == 1 else q.contiguous(), pk, pv, step.dec_tables, step.dec_lens, bs,
-                         scale, out[:nd])
+                         scale, out[:nd], step.dec_threads)
     elif nd:
         q = query[0, :, :nd].reshape(kvh, g, nd, d).transpose(1, 2)  # [kvh, nd, g, d]
         kg = _gather(pk, step.dec_blocks, bs).view(kvh, nd, -1, d)

@@ -44,9 +44,10 @@ class ModelRunner:
     """Runs packed steps of the engine's model over the pool (see batch.py and paged.py)."""
 
     def __init__(self, model, pool: BlockPool, recorder: RoutingRecorder, adapters: AdapterSet | None = None,
-                 decode_kernel: bool = False):
+                 decode_kernel: bool = False, threads: int = 1):
         self.model = model
         self.decode_kernel = decode_kernel  # decode attention in the C kernel (decode_kernel.py)
+        self.threads = threads  # the engine's intra-op threads: the kernel splits its rows over them
         self.adapters = adapters  # LoRA: each row's adapter, applied per step (lora.py)
         self.device = model_device(model)  # inputs go here; block tables and sampling stay on the CPU
         self.pool = pool
@@ -67,10 +68,10 @@ class ModelRunner:
         if self.adapters is not None and self.adapters.adapters and adapter_of is not None:
             # rows of one adapter next to each other (build keeps this order within decode rows and chunks)
             work = sorted(work, key=lambda w: w.seq.request.adapter or "")
-            inputs = build(self.pool, work, self.device, self.decode_kernel)
+            inputs = build(self.pool, work, self.device, self.decode_kernel, self.threads)
             lora = self.adapters.rows([adapter_of(w.seq) for w in inputs.work], [w.n for w in inputs.work])
         else:
-            inputs = build(self.pool, work, self.device, self.decode_kernel)
+            inputs = build(self.pool, work, self.device, self.decode_kernel, self.threads)
         self.recorder.take()
         with active(inputs.batch), lora:
             out = self.model(input_ids=inputs.input_ids, position_ids=inputs.position_ids,
