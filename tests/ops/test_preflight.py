@@ -260,3 +260,26 @@ def test_warm_start(tmp_path):
     assert levels(warm_start=missing) == ["FATAL"]
     (tmp_path / "none.jsonl").write_text("{}\n")
     assert levels(warm_start=missing) == ["PASS"]
+
+
+def test_decode_attention_check(monkeypatch, tmp_path):
+    """The engine line says which decode path a run gets; `kernel` that cannot be had refuses to start."""
+    from legorl.serving.embedded import decode_kernel
+
+    line = pf.check_decode_attention(cfg())
+    assert levels(line) == ["PASS"] and "the C kernel (decode_kernel-" in line[0].message
+    assert "torch gather path" in pf.check_decode_attention(cfg(serving={"decode_attention": "torch"}))[0].message
+    assert levels(pf.check_decode_attention(cfg(serving={"dtype": "bfloat16"}))) == ["PASS"]
+    assert levels(pf.check_decode_attention(cfg(serving={"dtype": "bfloat16", "decode_attention": "kernel"}))) == [
+        "FATAL"]
+    assert levels(pf.check_decode_attention(cfg(), structure_only=True)) == ["SKIP"]
+    assert pf.check_decode_attention(cfg(serving={"engine": "vllm"})) == []
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))  # a machine without a compiler
+    monkeypatch.setenv("LEGORL_HOME", str(tmp_path))
+    decode_kernel._load.cache_clear()
+    try:
+        res = pf.check_decode_attention(cfg())
+        assert levels(res) == ["WARN"] and "no C compiler" in res[0].message and "gcc" in res[0].fix
+        assert levels(pf.check_decode_attention(cfg(serving={"decode_attention": "kernel"}))) == ["FATAL"]
+    finally:
+        decode_kernel._load.cache_clear()

@@ -128,6 +128,38 @@ def check_vllm(cfg: RunConfig, gpus: int) -> list[CheckResult]:
     return out
 
 
+def check_decode_attention(cfg: RunConfig, structure_only: bool = False) -> list[CheckResult]:
+    """The embedded engine's decode attention: the C kernel builds here (serving.decode_attention)."""
+    s, name = cfg.serving, "engine"
+    if s.engine != "embedded":
+        return []
+    if s.decode_attention == "torch":
+        return [ok(name, "decode attention: the torch gather path (serving.decode_attention = torch)")]
+    import torch
+
+    on_gpu = s.device.startswith("cuda") or (s.device == "auto" and torch.cuda.is_available())
+    if s.dtype != "float32" or on_gpu:
+        where = f"{s.dtype} on {'CUDA' if on_gpu else 'the CPU'}"
+        if s.decode_attention == "kernel":
+            return [fatal(name, f"serving.decode_attention = kernel needs an fp32 KV pool on the CPU ({where})",
+                          "set serving.decode_attention = auto or torch")]
+        return [ok(name, f"decode attention: the torch path ({where}; the C kernel is fp32 CPU only)")]
+    if structure_only:
+        return [skip(name, "decode kernel not built (structure only)")]
+    from legorl.serving.embedded.decode_kernel import KernelUnavailable, load
+
+    try:
+        lib = load()
+    except KernelUnavailable as e:
+        if s.decode_attention == "kernel":
+            return [fatal(name, f"the decode kernel does not build here: {e}",
+                          "install a C compiler (gcc) or set serving.decode_attention = auto")]
+        return [warn(name, f"decode attention falls back to the torch gather path (the C kernel does not build: "
+                           f"{e}); decode steps run slower", "install a C compiler (gcc), or set "
+                                                             "serving.decode_attention = torch to say so")]
+    return [ok(name, f"decode attention: the C kernel ({Path(lib._name).name})")]
+
+
 # ---- sandbox ---------------------------------------------------------------------------------------
 def _run_coro(coro: Any) -> Any:
     """Run a coroutine to completion from sync code, even when called inside a running loop."""
@@ -314,6 +346,7 @@ def run_preflight(cfg: RunConfig | dict[str, Any], structure_only: bool = False,
         ("tool-parser", lambda: check_tool_parser(cfg, model_dir, so)),
         ("r3", lambda: check_r3(cfg, model_dir, so)),
         ("topology", lambda: check_topology(cfg, so)),
+        ("engine", lambda: check_decode_attention(cfg, so)),
         ("sandbox", lambda: check_sandbox(cfg, so)),
         ("trainer", lambda: check_trainer_layout(cfg)),
         ("precision", lambda: check_precision(cfg)),
