@@ -143,8 +143,8 @@ class ServingSection(Section):
     """Embedded engine: how decode rows attend over the paged KV pool. `kernel`: a small C kernel built once per
     machine with the system compiler (~0.2 s, cached in $LEGORL_HOME/kernels) reads each row's K/V in place;
     `torch`: gather each row's blocks into a padded batch every layer (no compiler needed); `auto`: the kernel
-    when it builds and the pool is fp32 on the CPU, else torch. 3-5x less attention time a decode step
-    (`bench/decode_attention.py`)."""
+    when it builds and the pool is fp32 on the CPU, else torch. 1.6-3x less attention time and ~1.2x a whole decode
+    step of 14 rows on 2 cores (`bench/decode_attention.py`, docs/serving.md)."""
     scheduler: SchedulerSection = SchedulerSection()
     """The session-level admission gate."""
     vllm: VLLMSection = VLLMSection()

@@ -134,7 +134,10 @@ def decode_attention(query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tabl
     nd, heads, d = query.shape
     kvh, slots, _ = k.shape
     assert query.stride(2) == 1 and out.stride(2) == 1 and k.is_contiguous() and v.is_contiguous()
-    rc = load().legorl_paged_decode(
+    lib = _load()  # cached since the engine's resolve(): no lock taken on this per-layer path
+    if isinstance(lib, KernelUnavailable):
+        raise lib
+    rc = lib.legorl_paged_decode(
         query.data_ptr(), query.stride(0), query.stride(1), k.data_ptr(), v.data_ptr(), slots, tables.data_ptr(),
         lens.data_ptr(), nd, tables.shape[1], heads, kvh, d, block_size, scale, out.data_ptr(), out.stride(0),
         out.stride(1), max(1, threads))
