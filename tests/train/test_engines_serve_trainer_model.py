@@ -88,3 +88,28 @@ def test_an_moe_trainer_model_is_not_served(tiny_moe_dir):
         assert cfg.engines_serve_trainer_model() and servable_model(cfg, trainer) is None
     finally:
         trainer.close()
+
+
+@pytest.mark.parametrize("share", [True, False])
+async def test_a_run_logs_the_bytes_a_sync_moves(tiny_run_config, share):
+    """`legorl train`'s step metrics: a sync over replicas that serve the trainer's own tensors moves no byte
+    (`weight_sync/bytes` 0); replicas with their own copy get the whole weights."""
+    from legorl.train.loop import train
+
+    cfg = load_config(tiny_run_config("s", trainer={"total_steps": 1},
+                                      serving={"n_replicas": 2, "share_trainer_model": share}))
+    assert cfg.engines_serve_trainer_model() is share
+    lines: list[str] = []
+    [m] = await train(cfg, on_line=lines.append, progress=False)
+    assert m["weight_version"] == 1.0
+    assert any("serve the trainer's own model" in ln for ln in lines) is share
+    if share:
+        assert m["weight_sync/bytes"] == 0 and m["weight_sync/delta_share"] == 0
+    else:
+        assert m["weight_sync/bytes"] == _state_bytes(cfg.model.path) and m["weight_sync/delta_share"] == 1.0
+
+
+def _state_bytes(path) -> int:
+    from transformers import AutoModelForCausalLM
+
+    return sum(t.numel() * t.element_size() for t in AutoModelForCausalLM.from_pretrained(path).state_dict().values())

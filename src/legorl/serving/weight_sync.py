@@ -51,8 +51,12 @@ class WeightTarget(Protocol):
 
 
 class WeightSync:
-    def __init__(self, engines: Sequence[WeightTarget]):
+    def __init__(self, engines: Sequence[WeightTarget], in_place: bool = False):
+        """`in_place`: the engines serve the trainer's own parameter tensors (`serving.share_trainer_model`); a
+        push still pauses them and bumps the version (their prefix caches hold KV of the old weights), but no
+        byte moves, so `last_bytes` stays 0."""
         self.engines = list(engines)
+        self.in_place = in_place
         self.version = max((e.weight_version for e in self.engines), default=0)
         self.last_duration_s = 0.0
         self.last_bytes = 0
@@ -131,7 +135,7 @@ class WeightSync:
             await asyncio.gather(*(e.resume() for e in self.engines))
         self.version = version
         self.last_duration_s = time.perf_counter() - t0
-        self.last_bytes = nbytes
+        self.last_bytes = 0 if self.in_place else nbytes
         self.last_full_bytes = full
         return version
 

@@ -115,7 +115,7 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
             trainer = start_trainer(cfg, model_dir)
         if (attach := getattr(runtime, "attach_trainer", None)) is not None:  # Ray: the collective transport
             attach(trainer)
-        sync = WeightSync(runtime.engines)
+        sync = WeightSync(runtime.engines, in_place=served is not None)
         sampler = TaskSampler.for_run(train_tasks, cfg)
         start, note = await start_or_resume(cfg, run_dir, trainer, sampler, runtime, sync, resume)
         if note:
