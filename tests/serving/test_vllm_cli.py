@@ -1,7 +1,6 @@
-"""The single-policy commands on vLLM: `legorl eval --engine vllm` scoring real trials on a server it
-starts, and `legorl serve --engine vllm` answered through the official `openai` client with exact token
-capture, over the SmolLM2 server this directory's vLLM files share (conftest.py). Eval runs first: its own
-server is stopped before the shared one starts, so two never hold memory at once.
+"""The single-policy commands on vLLM: `legorl eval` scoring real trials, and `legorl serve --engine vllm`
+answered through the official `openai` client with exact token capture, both over the SmolLM2 server this
+directory's vLLM files share (conftest.py), attached as a run config attaches servers.
 Needs .venv-vllm from `bash scripts/setup.sh` (skipped without it, except under LEGORL_REQUIRE_VLLM=1)."""
 
 from __future__ import annotations
@@ -18,23 +17,33 @@ from legorl.proxy.cli import run_server
 pytestmark = pytest.mark.slow
 
 
-def test_eval_with_vllm(vllm_executable, tmp_path):
-    """`legorl eval --engine vllm` starts a vLLM server itself (the CLI's launch path: the store's model
-    resolved, the server started and stopped) and scores 2 tasks x k=2 real trials through it."""
+def test_eval_with_vllm(smollm_vllm_server, smollm_dir, tmp_path):
+    """`legorl eval --config RUN.toml` whose run serves on vLLM (`serving.engine = "vllm"`, the shared server
+    attached by `serving.vllm.urls`, as a user points a run at servers they started) scores 2 tasks x k=2
+    real trials through it, and leaves the attached server running. That legorl starts and stops a server
+    itself is proven by tests/train/test_vllm_train.py (`legorl train`'s launch path, which eval shares)."""
+    import tomli_w
+
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(tomli_w.dumps({
+        "model": {"path": str(smollm_dir)}, "tasks": {"train": "builtin:shell-basics"},
+        "serving": {"engine": "vllm", "vllm": {"urls": [smollm_vllm_server.url]}},
+    }))
     res = CliRunner().invoke(app, [
-        "eval", "builtin:shell-basics", "--task", "rename-file", "--task", "make-dir", "--engine", "vllm",
-        "-m", "smollm2-135m-instruct", "-k", "2", "--max-turns", "1", "--max-tokens", "24", "-o", str(tmp_path)])
+        "eval", "builtin:shell-basics", "--config", str(cfg), "--task", "rename-file", "--task", "make-dir",
+        "-k", "2", "--max-turns", "1", "--max-tokens", "24", "-o", str(tmp_path / "out")])
     assert res.exit_code == 0, res.output
-    data = json.loads((tmp_path / "results.json").read_text())
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert data["num_trials"] == 4
     assert all(t["outcome"] in ("solved", "failed") and t["tokens"] > 0 for t in data["trials"])
+    assert smollm_vllm_server.alive
 
 
 async def test_serve_with_vllm_captures_tokens_for_the_openai_client(smollm_vllm_server, smollm_dir, tmp_path):
     """`legorl serve --engine vllm`'s server (`run_server`) over a vLLM replica: the official OpenAI client
     gets its chat completion and the session's trajectory holds exactly the completion's tokens, each with
     a logprob. The replica is the shared server (`serving.vllm.urls`, as a run config attaches one); that
-    legorl starts a server is proven by the eval test above and the training test."""
+    legorl starts a server is proven by the training test (tests/train/test_vllm_train.py)."""
     import openai
 
     from legorl.config.serving import VLLMSection

