@@ -126,6 +126,7 @@ def test_kill_then_resume_continues_without_lost_or_repeated_steps(tmp_path, tin
         ("trainer.lrr=1", "unknown key 'trainer.lrr'"),
         ("trainer.lr=abc", "trainer.lr: Input should be a valid number"),
         ("algorithm.n_resp_per_prompt=1", "group baselines need at least 2 responses"),
+        ("~trainer.lr", "~KEY removes a key the config file sets, and 'trainer.lr' is not set there"),
     ],
 )
 def test_bad_config_is_one_line_and_exit_2(tmp_path, override, message):
@@ -135,6 +136,15 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path, override, message):
     assert res.returncode == 2
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and message in lines[0], res.stderr
+
+
+def test_tilde_drops_a_key_the_file_sets(tmp_path):
+    """`~key` on the command line removes a key the run file set, so the default applies (Hydra's syntax)."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[run]\nname = 'x'\n[trainer]\nlr = 0.5\n")
+    assert 'lr = 0.5' in legorl("config", str(cfg)).stdout
+    res = legorl("config", str(cfg), "~trainer.lr")
+    assert res.returncode == 0 and "lr = 0.5" not in res.stdout and "lr = 1e-06" in res.stdout, res.stderr
 
 
 def test_missing_config_file(tmp_path):

@@ -1,5 +1,6 @@
 """The warm start's share of the training tasks per [metadata] value (`warm_start.stratify_by`): one
-demonstration of every training kind beside a kind holdout, none of a held-out kind, RL on the rest."""
+demonstration of every training kind beside a kind holdout, none of a held-out kind, RL on the rest; or
+whole kinds demonstrated (`warm_start.demonstrate_by`), RL on kinds no demonstration showed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from legorl.config import load_config
 from legorl.tasks.model import Task
-from legorl.tasks.split import load_task_split, share_per_value
+from legorl.tasks.split import load_task_split, share_per_value, whole_values
 from legorl.train.warmstart import split_for_warm_start
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +57,8 @@ def test_share_per_value_picks_among_eligible(tmp_path):
 
 
 def test_lookact_warm_start_demonstrates_every_training_kind_once():
-    cfg = load_config(LOOKACT, ["warm_start.stratify_by=kind", "warm_start.task_fraction=0.34"])
+    # the file until 2026-12-05: one demonstration per kind (`~key` drops the file's whole-kind split)
+    cfg = load_config(LOOKACT, ["~warm_start.demonstrate_by", "warm_start.stratify_by=kind"])
     train, val = load_task_split(cfg.tasks)
     demo, rl = split_for_warm_start(cfg, train)
     kinds = {t.metadata["kind"] for t in train}
@@ -66,7 +68,7 @@ def test_lookact_warm_start_demonstrates_every_training_kind_once():
     assert not {t.id for t in demo} & {t.id for t in rl} and len(demo) + len(rl) == len(train)
     assert Counter(t.metadata["kind"] for t in rl) == dict.fromkeys(kinds, 2)  # RL: the other two of each
     assert split_for_warm_start(cfg, train) == (demo, rl)  # the same halves on resume
-    reseeded = load_config(LOOKACT, ["warm_start.stratify_by=kind", "warm_start.task_fraction=0.34",
+    reseeded = load_config(LOOKACT, ["~warm_start.demonstrate_by", "warm_start.stratify_by=kind",
                                      "tasks.split_seed=1"])
     train1, _ = load_task_split(reseeded.tasks)
     assert {t.id for t in split_for_warm_start(reseeded, train1)[0]} != {t.id for t in demo}
@@ -89,3 +91,41 @@ def test_warm_start_stratify_by_refusals():
     train, _ = load_task_split(cfg.tasks)
     with pytest.raises(ValueError, match=r"warm_start.stratify_by: no task has \[metadata\] 'kidn'"):
         split_for_warm_start(cfg, train)
+
+
+def test_whole_values_takes_every_eligible_task_of_a_share_of_kinds(tmp_path):
+    tasks = _tasks(tmp_path, {"a": 3, "b": 3, "c": 2, "d": 1, "e": 3}, no_demo={"a-0", "d-0"})
+    has_demo = lambda t: (t.solution_dir / "demonstration.json").is_file()  # noqa: E731
+    rest, share = whole_values(tasks, 0.4, "kind", seed=0, eligible=has_demo)
+    kinds = {t.metadata["kind"] for t in share}
+    assert len(kinds) == 2 and "d" not in kinds  # round(5 x 0.4) kinds, among those with a demonstration
+    assert all(has_demo(t) for t in share) and not kinds & {t.metadata["kind"] for t in rest if has_demo(t)}
+    assert sorted(t.id for t in rest + share) == sorted(t.id for t in tasks)
+    assert {t.id for t in whole_values(list(reversed(tasks)), 0.4, "kind", eligible=has_demo)[1]} == {
+        t.id for t in share}  # order-free
+    draws = [frozenset(t.metadata["kind"] for t in whole_values(tasks, 0.4, "kind", seed=s)[1]) for s in range(8)]
+    assert len(set(draws)) > 1  # the seed draws
+    with pytest.raises(ValueError, match="takes every value"):
+        whole_values(tasks, 1.0, "kind")
+    with pytest.raises(ValueError, match="no task has \\[metadata\\] 'kidn'"):
+        whole_values(tasks, 0.3, "kidn")
+
+
+def test_lookact_demonstrate_by_kind_leaves_rl_the_undemonstrated_kinds():
+    cfg = load_config(LOOKACT)
+    assert cfg.warm_start.demonstrate_by == "kind" and cfg.warm_start.task_fraction == 0.34
+    train, val = load_task_split(cfg.tasks)
+    demo, rl = split_for_warm_start(cfg, train)
+    demo_kinds, rl_kinds = Counter(t.metadata["kind"] for t in demo), Counter(t.metadata["kind"] for t in rl)
+    assert len(demo_kinds) == round(113 * 0.34) and set(demo_kinds.values()) == {3}  # every task of 38 kinds
+    assert not demo_kinds.keys() & rl_kinds.keys() and len(rl_kinds) == 113 - 38
+    assert not (demo_kinds.keys() | rl_kinds.keys()) & {t.metadata["kind"] for t in val}
+    assert split_for_warm_start(cfg, train) == (demo, rl)  # the same halves on resume
+
+
+def test_warm_start_demonstrate_by_refusals():
+    with pytest.raises(ValueError, match=r"warm_start.demonstrate_by='kind' demonstrates .* set task_fraction < 1"):
+        load_config(None, ["warm_start.demonstrate_by=kind"])
+    with pytest.raises(ValueError, match=r"warm_start.demonstrate_by='kind' and warm_start.stratify_by='kind'"):
+        load_config(None, ["warm_start.demonstrate_by=kind", "warm_start.stratify_by=kind",
+                           "warm_start.task_fraction=0.5"])

@@ -33,7 +33,8 @@ Layering, later wins:
 1. the site file, `$LEGORL_SITE_CONFIG` or `$LEGORL_HOME/site.toml` (e.g. cluster-wide paths);
 2. the run file given to `legorl train CONFIG`;
 3. `key=value` overrides after it: `legorl train examples/demo.toml trainer.lr=1e-5 rollout.temperature=0.7`
-   (values are parsed as TOML; bare words are strings).
+   (values are parsed as TOML; bare words are strings); `~key` drops a key the files set, so its default
+   applies (`~warm_start.stratify_by`).
 
 `legorl config [CONFIG] [key=value ...]` prints the resolved config with every key. Unknown keys,
 wrong types and impossible combinations stop the run with one line per problem and exit code 2:

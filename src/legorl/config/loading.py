@@ -146,8 +146,23 @@ def merge_layers(path: str | Path | None = None, overrides: list[str] | None = N
     if path is not None:
         data = _deep_merge(data, migrate_keys(_read_toml(Path(path)), str(path)))
     for item in overrides or []:
+        if item.startswith("~"):
+            _unset(data, item)
+            continue
         data = _deep_merge(data, migrate_keys(_parse_override(item), f"override {item!r}"))
     return data
+
+
+def _unset(data: dict[str, Any], item: str) -> None:
+    """`~section.key`: drop a key the site or run file set, so its default applies (as Hydra's `~key`)."""
+    *parents, leaf = item[1:].strip().split(".")
+    node: Any = data
+    for p in parents:
+        node = node.get(p) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or leaf not in node or "=" in item:
+        raise ConfigError([f"override {item!r}: ~KEY removes a key the config file sets, and "
+                           f"{item[1:].split('=')[0]!r} is not set there (to set a value: KEY=VALUE)"])
+    del node[leaf]
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:

@@ -68,6 +68,13 @@ class RunConfig(Section):
         if ws_key is not None and self.warm_start.task_fraction >= 1:
             problems.append(f"warm_start.stratify_by={ws_key!r} splits the training tasks by "
                             "warm_start.task_fraction: set task_fraction < 1 (at 1 every task is demonstrated)")
+        if (by := self.warm_start.demonstrate_by) is not None:
+            if self.warm_start.task_fraction >= 1:
+                problems.append(f"warm_start.demonstrate_by={by!r} demonstrates task_fraction of its values: set "
+                                "task_fraction < 1 (at 1 every value is demonstrated and none is left to RL)")
+            if ws_key is not None:
+                problems.append(f"warm_start.demonstrate_by={by!r} and warm_start.stratify_by={ws_key!r}: set one "
+                                "(whole values demonstrated, or a share of each value)")
         if ws_key is not None and tasks_key is not None and ws_key != tasks_key:
             problems.append(f"warm_start.stratify_by={ws_key!r} and tasks.stratify_by={tasks_key!r}: the warm start "
                             "would follow two keys; set one (warm_start follows tasks.stratify_by when its own is unset)")

@@ -159,6 +159,11 @@ class WarmStartSection(Section):
     (chosen among those that ship a demonstration), so every training kind is demonstrated; the rest go to RL.
     The one way to a per-kind warm start beside `tasks.holdout_by` (held-out values are never demonstrated).
     None: `tasks.stratify_by`'s split when set, else one split over all training tasks."""
+    demonstrate_by: str | None = None
+    """`task-demonstrations` with `task_fraction` < 1: a `task.toml` [metadata] key (e.g. `kind`); the warm
+    start demonstrates every training task (that ships a demonstration) of `task_fraction` of the key's values,
+    and the RL steps sample only the other values' tasks: RL then practises the step to kinds no demonstration
+    showed, which is what validation with `tasks.holdout_by` measures. Exclusive with `stratify_by`."""
     epochs: int = Field(2, ge=1)
     """Passes over the demonstrations."""
     lr: float = Field(2e-5, gt=0.0)

@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
     @app.command("preflight")
     def preflight_cmd(
         config: Path = typer.Argument(..., help="Run config (TOML)."),
-        overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. agent.tool_parser=hermes"),
+        overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. agent.tool_parser=hermes; ~key drops a key the file sets"),
         structure_only: bool = typer.Option(
             False, "--structure-only", help="Skip checks that need files or services on this host."),
     ) -> None:

@@ -81,3 +81,19 @@ def share_per_value(tasks: list[Task], fraction: float, key: str, seed: int = 0,
 
 def _rank(seed: int, task_id: str) -> str:
     return hashlib.sha256(f"{seed}:{task_id}".encode()).hexdigest()
+
+
+def whole_values(tasks: list[Task], fraction: float, key: str, seed: int = 0,
+                 eligible: Callable[[Task], bool] = lambda t: True) -> tuple[list[Task], list[Task]]:
+    """(rest, share): the `eligible` tasks of `fraction` of metadata `key`'s values (among the values with
+    an eligible task; at least one value, hash-ranked by `seed` as `holdout_split` ranks them), and the other
+    tasks. Raises when no task has `key`, or when the share would take every value. Order follows the input."""
+    if not any(key in t.metadata for t in tasks):
+        raise ValueError(f"no task has [metadata] {key!r}")
+    values = sorted({str(t.metadata.get(key)) for t in tasks if eligible(t)})
+    n = max(1, round(len(values) * fraction)) if values else 0
+    chosen = set(sorted(values, key=lambda v: _rank(seed, v))[:n])
+    if chosen and len(chosen) == len({str(t.metadata.get(key)) for t in tasks}):
+        raise ValueError(f"{key!r}: a share of {fraction} takes every value ({len(chosen)}), none is left")
+    share = {t.id for t in tasks if str(t.metadata.get(key)) in chosen and eligible(t)}
+    return [t for t in tasks if t.id not in share], [t for t in tasks if t.id in share]

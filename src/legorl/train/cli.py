@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
     @app.command("train")
     def train_cmd(
         config: Path = typer.Argument(..., help="Run config (TOML); see examples/demo.toml."),
-        overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. trainer.lr=1e-5"),
+        overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. trainer.lr=1e-5; ~key drops a key the file sets"),
         resume: bool = typer.Option(False, "--resume", help="Continue from the run's newest checkpoint."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Discard the run's old checkpoints."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (logs only)."),

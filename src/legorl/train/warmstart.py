@@ -68,22 +68,24 @@ def demonstration_commands(task: Task) -> list[str] | None:
 def split_for_warm_start(cfg: RunConfig, train_tasks: list[Task]) -> tuple[list[Task], list[Task]]:
     """(tasks whose demonstrations the warm start replays, tasks the RL steps sample). With
     `warm_start.task_fraction` < 1 the two are disjoint: a share of each `warm_start.stratify_by` value
-    (at least one of each, among the tasks with a demonstration), else of each `tasks.stratify_by` value, else
-    of all, by the split's stable hash, so a resumed run gets the same halves; otherwise both are every
+    (at least one of each, among the tasks with a demonstration), or every task of a share of the
+    `warm_start.demonstrate_by` values, else of each `tasks.stratify_by` value, else of all, by the split's stable hash, so a resumed run gets the same halves; otherwise both are every
     training task. Only `train_tasks` are drawn from: held-out tasks (and `tasks.holdout_by` values) never."""
     from legorl.tasks.index import split_tasks
-    from legorl.tasks.split import share_per_value, stratified_split
+    from legorl.tasks.split import share_per_value, stratified_split, whole_values
 
     fraction = cfg.warm_start.task_fraction
     if fraction >= 1 or cfg.warm_start.data != TASK_DEMONSTRATIONS:
         return train_tasks, train_tasks
     seed = cfg.tasks.split_seed
-    if (per := cfg.warm_start.stratify_by) is not None:
+    by, per = cfg.warm_start.demonstrate_by, cfg.warm_start.stratify_by
+    if by is not None or per is not None:
+        split, field = (whole_values, "demonstrate_by") if by is not None else (share_per_value, "stratify_by")
         try:
-            rl, demo = share_per_value(train_tasks, fraction, per, seed=seed,
-                                       eligible=lambda t: (t.solution_dir / DEMONSTRATION_FILE).is_file())
+            rl, demo = split(train_tasks, fraction, by or per, seed=seed,
+                             eligible=lambda t: (t.solution_dir / DEMONSTRATION_FILE).is_file())
         except ValueError as exc:
-            raise ValueError(f"warm_start.stratify_by: {exc} (of {len(train_tasks)} training tasks)") from None
+            raise ValueError(f"warm_start.{field}: {exc} (of {len(train_tasks)} training tasks)") from None
     elif (key := cfg.tasks.stratify_by) is not None:
         rl, demo = stratified_split(train_tasks, fraction, key, seed=seed)
     else:
