@@ -69,8 +69,9 @@ def split_for_warm_start(cfg: RunConfig, train_tasks: list[Task]) -> tuple[list[
     """(tasks whose demonstrations the warm start replays, tasks the RL steps sample). With
     `warm_start.task_fraction` < 1 the two are disjoint: a share of each `warm_start.stratify_by` value
     (at least one of each, among the tasks with a demonstration), or every task of a share of the
-    `warm_start.demonstrate_by` values, else of each `tasks.stratify_by` value, else of all, by the split's stable hash, so a resumed run gets the same halves; otherwise both are every
-    training task. Only `train_tasks` are drawn from: held-out tasks (and `tasks.holdout_by` values) never."""
+    `warm_start.demonstrate_by` values, else of each `tasks.stratify_by` value, else of all, by the split's
+    stable hash, so a resumed run gets the same halves; otherwise both are every training task. Only
+    `train_tasks` are drawn from: held-out tasks (and `tasks.holdout_by` values) never."""
     from legorl.tasks.index import split_tasks
     from legorl.tasks.split import share_per_value, stratified_split, whole_values
 
