@@ -6,7 +6,9 @@
 # over both (tests/conftest.py).
 # Measured on a 2-core machine with nothing else running: 13:16 to 14:49 with `-n 2` (545 tests, 2026-12-02; the
 # machine's speed drifts; CI took 17:17 before its last cuts); `-n 3` was slower (13:45) and made timing bounds
-# flake. Slow tests outside the two groups go first (tests/conftest.py): wall / (summed test time / 2) went
+# flake. 779 tests, 2026-12-05, 2-core Intel Xeon (Sapphire Rapids), quiet, `LEGORL_REQUIRE_VLLM=1 bash
+# scripts/test.sh --durations=0`: 15:58 (958 s; 1,871 s of test time, 698 s of it the vLLM group), down from
+# 19:20-21:05 before tests/serving shared one vLLM server and the servers one Inductor cache. Slow tests outside the two groups go first (tests/conftest.py): wall / (summed test time / 2) went
 # from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min
 # (~30 on a fresh one) before the suite grew.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not slow" -x`; `-n 0` runs serially.
