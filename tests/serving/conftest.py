@@ -39,17 +39,22 @@ def smollm_vllm_server(_smollm_vllm):
     return _smollm_vllm
 
 
+def checkpoint_state(model) -> dict:
+    """A copy of `model`'s weights as `hand_back` puts them back: without the tied `lm_head.weight`."""
+    return {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+
+
 async def hand_back(engine, server, state) -> None:
-    """End a test that changed the shared server's weights, or took it over: put `state` (the checkpoint's
-    weights, without the tied `lm_head.weight`) back as version 0 and close `engine` leaving the server running
-    (an engine that owns its server would stop it). When the weights cannot go back (the test broke the
-    server), the server is stopped instead, so the next user starts a fresh one."""
+    """End a test that changed the shared server's weights, or took it over: put `state` (`checkpoint_state`)
+    back as version 0 and close `engine` leaving the server running (an engine that owns its server would stop
+    it). When the weights cannot go back (the test broke the server), the server is stopped instead, so the
+    next user starts a fresh one."""
     try:
         await engine.update_weights(state, version=0)
+        restored = True
     except Exception:
-        engine.server = None
-        await engine.close()
-        await server.stop()
-        return
+        restored = False
     engine.server = None
     await engine.close()
+    if not restored:
+        await server.stop()

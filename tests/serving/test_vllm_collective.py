@@ -2,9 +2,10 @@
 
 Weights go from this process (rank 0 of a gloo pair) into the server's worker extension, which feeds them to
 vLLM's own in-place reload. The server is the one tests/serving's vLLM files share (conftest.py: started with
-the extension); each test hands it back with the checkpoint's weights, the last after killing it. Checks: the served parameters equal the pushed ones bitwise (sha256 per parameter, read
-in the worker; the fused qkv / gate_up built here from the checkpoint tensors), the next generation's logprobs
-equal a teacher-forced HF forward (mean <= 1e-5, max <= 1e-4), and a sync cut mid-broadcast (the sender stops,
+the extension); each test hands it back with the checkpoint's weights, the last after killing it. Checks: the
+served parameters equal the pushed ones bitwise (sha256 per parameter, read in the worker; the fused qkv /
+gate_up built here from the checkpoint tensors), the next generation's logprobs equal a teacher-forced HF
+forward (mean <= 1e-5, max <= 1e-4), and a sync cut mid-broadcast (the sender stops,
 or the server is killed) raises EngineError within its timeout, then the engine serves nothing until a full
 files reload puts the trainer's weights back, after which collective syncs work again.
 Needs .venv-vllm from `bash scripts/setup.sh` (skipped without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
@@ -24,7 +25,7 @@ from legorl.serving.types import EngineError, GenerateRequest, InvalidRequestErr
 from legorl.serving.vllm import VLLMEngine
 from legorl.serving.vllm.worker_ext import digest
 
-from .conftest import SMOLLM_VLLM_MAX_LEN, hand_back
+from .conftest import SMOLLM_VLLM_MAX_LEN, checkpoint_state, hand_back
 from .reference import hf_model, prompt, teacher_forced
 
 pytestmark = pytest.mark.slow
@@ -101,7 +102,7 @@ async def assert_collective_again(eng, model, ids, seed: int, version: int) -> N
 async def test_collective_sync_serves_the_pushed_weights_bitwise(server, smollm_dir, model):
     eng = make_engine(server, smollm_dir)
     ids = prompt(smollm_dir)
-    original = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    original = checkpoint_state(model)
     try:
         new = perturbed(model, 0)
         await eng.update_weights(new, version=1)
@@ -123,7 +124,7 @@ async def test_a_sender_that_stops_mid_sync_times_out_and_files_restore(server, 
     restore it, a full one does (by files), and the next sync goes over a new pair again."""
     eng = make_engine(server, smollm_dir)
     ids = prompt(smollm_dir)
-    original = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    original = checkpoint_state(model)
     real_send = eng.transport.send_bucket
 
     def stall(flat, seq):
@@ -159,7 +160,7 @@ async def test_a_server_killed_mid_sync_restarts_and_gets_the_weights_back(serve
     The restarted server is handed back with the checkpoint's weights."""
     eng = make_engine(server, smollm_dir, own=True)
     ids = prompt(smollm_dir)
-    original = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    original = checkpoint_state(model)
     real_send = eng.transport.send_bucket
     pid = server.proc.pid
 

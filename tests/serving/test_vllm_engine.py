@@ -25,7 +25,7 @@ from legorl.serving.vllm import (
     find_vllm_executable,
 )
 
-from .conftest import SMOLLM_VLLM_MAX_LEN, hand_back
+from .conftest import SMOLLM_VLLM_MAX_LEN, checkpoint_state, hand_back
 from .reference import hf_model, max_delta, prompt, teacher_forced
 
 pytestmark = pytest.mark.slow
@@ -261,7 +261,7 @@ async def test_a_dead_server_is_restarted_with_the_weights_it_served(server, smo
     vocab = json.loads((smollm_dir / "config.json").read_text())["vocab_size"]
     eng = VLLMEngine(server.url, served_name=server.config.served_name, max_model_len=MAX_LEN, vocab_size=vocab,
                      server=server, model_dir=smollm_dir, seed=0)
-    original = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    original = checkpoint_state(model)
     try:
         ids = prompt(smollm_dir)
         torch.manual_seed(2)

@@ -96,6 +96,19 @@ _KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
 _ERROR = re.compile(r"(Error|Exception|error:)")
 
 
+def _machine_dir(name: str) -> Path | None:
+    """`$LEGORL_HOME/vllm/<name>`, created: a cache every vLLM server of this machine shares. None when the
+    home is not writable (each caller then keeps its cache in the run dir)."""
+    try:
+        from legorl.models.home import legorl_home
+
+        shared = legorl_home() / "vllm" / name
+        shared.mkdir(parents=True, exist_ok=True)
+        return shared
+    except OSError:
+        return None
+
+
 def _share_modelinfos(cache_root: Path) -> None:
     """Point the server's `modelinfos/` at one directory shared by every server of this machine.
 
@@ -105,13 +118,9 @@ def _share_modelinfos(cache_root: Path) -> None:
     model class's source and written atomically, so sharing them is safe; the rest of the cache
     root stays in the run dir. Best effort: without the link vLLM simply inspects again."""
     link = cache_root / "modelinfos"
-    if link.exists() or link.is_symlink():
+    if link.exists() or link.is_symlink() or (shared := _machine_dir("modelinfos")) is None:
         return
     try:
-        from legorl.models.home import legorl_home
-
-        shared = legorl_home() / "vllm" / "modelinfos"
-        shared.mkdir(parents=True, exist_ok=True)
         link.symlink_to(shared, target_is_directory=True)
     except OSError:
         pass
@@ -125,14 +134,7 @@ def _inductor_cache(work_dir: Path) -> Path:
     paid it again. Inductor keys its entries by source, compiler flags and vector ISA and writes them under
     file locks, so one directory is safe to share (its own default is one per user in /tmp). Falls back to
     the work dir when the home is not writable."""
-    try:
-        from legorl.models.home import legorl_home
-
-        shared = legorl_home() / "vllm" / "inductor"
-        shared.mkdir(parents=True, exist_ok=True)
-        return shared
-    except OSError:
-        return work_dir / "inductor"
+    return _machine_dir("inductor") or work_dir / "inductor"
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
