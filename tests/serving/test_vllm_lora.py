@@ -3,7 +3,8 @@
 One server for the module: a tiny random Llama (head size 32, since vLLM's CPU attention has no kernel for
 16) with SmolLM2's tokenizer, `--max-lora-rank 8` for rank-4 adapters. Each test drives it through its own
 `VLLMEngine` with a `VLLMLora` of its own (its adapters' names start with the test's prefix). The restart test
-comes last: it takes the server over and kills it. References are the trainer's own LoRA forward
+comes last: it takes the server over and kills it. Before it, `legorl train` with a LoRA config attaches to
+the server (`serving.vllm.urls`) for two GRPO steps. References are the trainer's own LoRA forward
 (`train/lora.py`) over the same base, teacher-forced. Needs .venv-vllm from `bash scripts/setup.sh` (skipped
 without it, except under LEGORL_REQUIRE_VLLM=1 as in CI).
 """
@@ -13,10 +14,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import urllib.request
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from legorl.config.trials import LoraSection
 from legorl.serving.types import EngineError, GenerateRequest, InvalidRequestError, SamplingParams
@@ -31,6 +35,7 @@ RANK = 4
 LORA = LoraSection(rank=RANK, alpha=8.0)
 MEAN_TOL, MAX_TOL = 1e-5, 1e-4  # the issue's fidelity bar, fp32
 FAR = 1e-3  # two different adapters (or adapter vs base) give mean |dlogp| above this
+MAX_LEN = 1536  # the `legorl train` test's prompts (tools in the system prompt) pass 512 tokens
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +50,7 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(vllm_executable, model_dir, tmp_path_factory):
     yield from started_server(
-        model_dir=model_dir, served_name="base", max_model_len=512, max_num_seqs=8, kv_cache_gib=1,
+        model_dir=model_dir, served_name="base", max_model_len=MAX_LEN, max_num_seqs=8, kv_cache_gib=1,
         executable=vllm_executable, work_dir=tmp_path_factory.mktemp("vllm-lora"), lora_rank=RANK,
     )
 
@@ -175,11 +180,40 @@ async def test_a_broken_adapter_fails_the_sync_and_the_old_one_keeps_serving(eng
     assert out.weight_version == 1 and d.mean() <= MEAN_TOL and d.max() <= MAX_TOL
 
 
+def test_legorl_train_with_lora_attached_to_this_server(server, model_dir, tmp_path, tiny_run_config):
+    """`legorl train ... model.lora.rank=4 serving.engine=vllm serving.vllm.urls=[URL]`: a user's LoRA config
+    reaches vLLM's own LoRA support. Two sync GRPO steps; the initial adapter is pushed as version 0, step 1's as
+    version 1: each step's rollout/trainer logprob agreement (fp32) proves the server sampled with the adapter the
+    trainer held, and each sync's bytes are the adapter's, not the model's. (The run attaches to this module's
+    server, started with --enable-lora as `launch` starts one for such a config: test_vllm_lora_config.py.)"""
+    cfg = tiny_run_config(
+        "vl", model={"path": str(model_dir)},
+        rollout={"max_response_len": 16, "max_prompt_len": 1024},
+        serving={"engine": "vllm", "vllm": {"urls": [server.url]}},
+        trainer={"train_batch_size": 2, "total_steps": 2, "save_freq": 1, "max_logprob_abs_diff": 1e-3},
+    )
+    lora = ["model.lora.rank=4", "model.lora.alpha=8", "trainer.lr=1e-2"]
+    res = subprocess.run([sys.executable, "-m", "legorl.cli", "train", str(cfg), "--no-progress", *lora],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = tmp_path / "runs" / "vl"
+    m = [json.loads(line) for line in (run / "logs" / "vl.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in m] == [1, 2]
+    adapter_file = load_file(str(run / "checkpoints" / "step_2" / "adapter.safetensors"))
+    adapter_bytes = sum(v.numel() * v.element_size() for v in adapter_file.values())
+    model_bytes = sum(v.numel() * v.element_size() for v in load_file(str(model_dir / "model.safetensors")).values())
+    print("fidelity", [r["rollout_corr/abs_diff_mean"] for r in m], "sync bytes", adapter_bytes, "model", model_bytes)
+    assert all(r["weight_sync/bytes"] == adapter_bytes for r in m) and adapter_bytes < 0.2 * model_bytes
+    assert all(r["rollout_corr/abs_diff_mean"] <= 1e-5 for r in m)  # vLLM sampled with the trainer's adapter
+    assert m[1]["weight_version"] == 2.0 and m[0]["actor/grad_norm"] > 0
+    assert "Loaded new LoRA adapter: name 'vl-v1'" in server.log_path.read_text()  # step 1's adapter, by name
+
+
 async def test_a_restarted_server_gets_the_adapter_back(server, model_dir, tmp_path):
     """Last in the module: an engine that owns the server (as `launch` returns one) syncs an adapter, the server
     is killed, and the next call restarts it, loads the adapter again and serves it, not the base."""
     lora = VLLMLora(RANK, AdapterExporter(tmp_path / "adapters", str(model_dir)), prefix="restart")
-    eng = VLLMEngine(server.url, served_name="base", max_model_len=512, vocab_size=49152, server=server,
+    eng = VLLMEngine(server.url, served_name="base", max_model_len=MAX_LEN, vocab_size=49152, server=server,
                      model_dir=model_dir, seed=0, lora=lora)
     try:
         state = adapter(model_dir, 31)
