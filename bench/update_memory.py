@@ -11,7 +11,8 @@ checkpointing, its micro-batch token budget, shared prefixes, fused old logprobs
 step (`foreach`: torch's multi-tensor default; `loop`: foreach=False; `fused`) and optionally the vocabulary
 head's chunk (`+chunkN`, positions per chunk; default the code's); `+dynmmap` leaves glibc's dynamic mmap
 threshold (the heap is otherwise `legorl train`'s: train/heap.py); `+nockpt` turns activation checkpointing
-off; `+mbN` sets the micro-batch token budget. Reported: the process's peak RSS over
+off; `+mbN` sets the micro-batch token budget; `+thp` runs with `THP_MEM_ALLOC_ENABLE=1` (torch's CPU allocator
+puts buffers of 2 MB and more on transparent huge pages: fewer page faults where the kernel allows madvise). Reported: the process's peak RSS over
 `--updates` updates (AdamW's state is made in the first), the peak above the loaded trainer, and the
 median update time; then the RSS after the last update and after `trim_heap()` (what `legorl train` now
 runs after each update: the freed pages malloc held) and the trim's time. The micro-batch token budget, not
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -108,8 +110,9 @@ print(json.dumps({"peak_gb": peak / 1e6, "above_gb": (peak - base) / 1e6, "times
 
 
 def run(model: str, variant: str, updates: int, groups: int) -> dict:
+    env = dict(os.environ, THP_MEM_ALLOC_ENABLE="1") if "thp" in variant.split("+") else None  # read at torch import
     res = subprocess.run([sys.executable, "-c", SETUP + _MEASURE, model, variant, str(updates), str(groups)],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
     if res.returncode != 0:
         raise SystemExit(f"{variant}: {res.stderr[-2000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
