@@ -22,10 +22,10 @@ FACTOR = 1.2  # token-budget configs: the estimate is within this factor of the 
 # heap trimmed after each update (docs/agent.md, Memory). The 2026-12-02 figures (agent.toml 6.02 / 6.41 / 6.27 GB
 # at kv 24576 / 32768 / 16384) were taken before those cuts; (config, overrides, GB).
 # The 4.85 GB run used that hour's settings (pinned here); the file with KV 16,384 and 1,024-token micro-batches measured
-# 5.49-5.83 GB over whole 10-step runs (docs/agent.md): the estimate (4.8) is 1.2x under those, not asserted here.
+# 5.49-5.83 GB over whole 10-step runs (docs/agent-lookact.md): the estimate (4.8) is 1.2x under those, not asserted here.
 # The 5.20 GB run: the whole 10-step run of today's file (2 replicas serving the trainer's model, KV 10240 each, 32
 # trials at once), `/usr/bin/time -v legorl train examples/agent-lookact.toml run.seed=3`, 2-core Intel Xeon
-# (Sapphire Rapids, AVX-512), quiet, 2026-12-05 (docs/agent.md).
+# (Sapphire Rapids, AVX-512), quiet, 2026-12-05 (docs/agent-lookact.md).
 MEASURED = [
     ("examples/agent-lookact.toml", ["serving.kv_budget_tokens=24576", "trainer.max_tokens_per_micro_batch=2048",
                                      "serving.n_replicas=1", "serving.share_trainer_model=false",

@@ -204,7 +204,7 @@ async def create_pool(
 
     `share_weights` (threads only): the replicas serve one model object, each with its own KV pool and thread,
     so N single-threaded replicas cost one copy of the weights (on 2 cores, two 1-thread replicas decode ~1.4x
-    the tokens/s of one: docs/agent.md). A sharer refuses LoRA adapters; an MoE model gets a copy per replica
+    the tokens/s of one: docs/agent-lookact.md). A sharer refuses LoRA adapters; an MoE model gets a copy per replica
     (each engine records the routing of its own forwards). `shared_model` (threads only): every replica serves
     that model object of this process (a synchronous run's trainer model) instead of loading `model`."""
     kwargs = dict(engine_kwargs or {})
