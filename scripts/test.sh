@@ -9,9 +9,9 @@
 # flake. 779 tests, 2026-12-05, 2-core Intel Xeon (Sapphire Rapids), quiet, `LEGORL_REQUIRE_VLLM=1 bash
 # scripts/test.sh --durations=0`: 15:58 (958 s; 1,871 s of test time, 698 s of it the vLLM group), down from
 # 19:20-21:05 before tests/serving shared one vLLM server and the servers one Inductor cache. 2026-12-06, the same
-# box and command, quiet: 16:45 (1,006 s; 1,962 s of test time, 728 s the vLLM group) after the LoRA `legorl train`
-# test moved onto test_vllm_lora.py's server (58 -> 16 s alone): the box ran slower that hour (the Ray group 260 s
-# against 207 s, no change there). Slow tests outside the two groups go first (tests/conftest.py): wall / (summed
+# box and command, quiet: 16:45 and 17:08 (1,006 / 1,029 s; 1,962 / 2,011 s of test time, 728 / 740 s the vLLM
+# group) after the LoRA `legorl train` test moved onto test_vllm_lora.py's server (58 -> 19 s): the box ran slower
+# those hours (the Ray group 260-263 s against 207 s, no change there; a vLLM start 42 s against ~30 s). Slow tests outside the two groups go first (tests/conftest.py): wall / (summed
 # test time / 2) went from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min (~30 on a fresh
 # one) before the suite grew.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not slow" -x`; `-n 0` runs serially.
