@@ -15,8 +15,8 @@ off; `+mbN` sets the micro-batch token budget; `+thp` runs with `THP_MEM_ALLOC_E
 puts buffers of 2 MB and more on transparent huge pages: fewer page faults where the kernel allows madvise).
 Reported: the process's peak RSS over `--updates` updates (AdamW's state is made in the first), the peak above
 the loaded trainer, and the median update time; then the RSS after the last update and after `trim_heap()` (what
-`legorl train` now runs after each update: the freed pages malloc held) and the trim's time. The micro-batch token budget, not
-the batch, sets the activations, so `--groups 1` shows the same peak at a quarter of the time.
+`legorl train` now runs after each update: the freed pages malloc held) and the trim's time. The micro-batch
+token budget, not the batch, sets the activations, so `--groups 1` shows the same peak at a quarter of the time.
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ async def one_server(model_dir: Path, inductor: Path, words: int) -> tuple[float
         started = time.monotonic() - t0
         eng = await VLLMEngine.attach(srv.url, model_dir=model_dir, seed=0)
         try:
-            ids = chat_ids(load_tokenizer(model_dir), [{"role": "user", "content": "Write a bash command" + " word" * words}])
+            prompt = [{"role": "user", "content": "Write a bash command" + " word" * words}]
+            ids = chat_ids(load_tokenizer(model_dir), prompt)
             t0 = time.monotonic()
             await eng.generate(GenerateRequest(ids, SamplingParams(temperature=0.7, max_tokens=8)))
             first = time.monotonic() - t0

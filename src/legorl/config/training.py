@@ -170,7 +170,8 @@ class WarmStartSection(Section):
     """AdamW learning rate (the peak, under `lr_scheduler`)."""
     lr_scheduler: Literal["constant", "cosine", "linear"] = "constant"
     """After warm-up: `constant`, or a decay that reaches 0 after the last optimizer step (as `trainer.
-    lr_scheduler`). A decaying rate ends at a point that depends less on the last batches' order (docs/agent-lookact.md)."""
+    lr_scheduler`). A decaying rate ends at a point that depends less on the last batches' order
+    (docs/agent-lookact.md)."""
     warmup_steps: int = Field(0, ge=0)
     """Linear warm-up optimizer steps (an epoch is ceil(transcripts / batch_size) steps)."""
     batch_size: int = Field(4, ge=1)
