@@ -23,14 +23,15 @@ FACTOR = 1.2  # token-budget configs: the estimate is within this factor of the 
 # at kv 24576 / 32768 / 16384) were taken before those cuts; (config, overrides, GB).
 # The 4.85 GB run used that hour's settings (pinned here); the file with KV 16,384 and 1,024-token micro-batches measured
 # 5.49-5.83 GB over whole 10-step runs (docs/agent-lookact.md): the estimate (4.8) is 1.2x under those, not asserted here.
-# The 5.20 GB run: the whole 10-step run of today's file (2 replicas serving the trainer's model, KV 10240 each, 32
+# The 5.20 GB run: the whole 10-step run of the file of that day (2 replicas serving the trainer's model, KV 10240 each, 32
 # trials at once), `/usr/bin/time -v legorl train examples/agent-lookact.toml run.seed=3`, 2-core Intel Xeon
 # (Sapphire Rapids, AVX-512), quiet, 2026-12-05 (docs/agent-lookact.md).
 MEASURED = [
     ("examples/agent-lookact.toml", ["serving.kv_budget_tokens=24576", "trainer.max_tokens_per_micro_batch=2048",
                                      "serving.n_replicas=1", "serving.share_trainer_model=false",
-                                     "rollout.concurrency=16"], 4.85),
-    ("examples/agent-lookact.toml", [], 5.20),
+                                     "rollout.concurrency=16", "serving.free_kv_during_update=false",
+                                     "model.gradient_checkpointing=true"], 4.85),
+    ("examples/agent-lookact.toml", ["serving.free_kv_during_update=false", "model.gradient_checkpointing=true"], 5.20),
 ]
 DEMO_MEASURED_GB = 8.65  # examples/demo.toml, whole run, MACHINE-FACTS 2026-11-30 (fixed micro-batches of 4 rows)
 
@@ -67,6 +68,21 @@ def test_kv_budget_and_checkpointing_move_the_estimate():
     ckpt = estimate_memory(load_config(None, ["trainer.max_tokens_per_micro_batch=2048",
                                               "model.gradient_checkpointing=true"]), dims).parts["act"]
     assert ckpt < plain / 10
+
+
+def test_freeing_the_kv_pools_for_the_update_splits_the_rl_phase():
+    """serving.free_kv_during_update: the update holds no KV pool, the rollout no activations; the peak is the larger."""
+    dims = ModelDims.from_config(SMOLLM2_135M)
+    kept = estimate_memory(load_config(ROOT / "examples/agent-lookact.toml",
+                                       ["serving.free_kv_during_update=false"]), dims)
+    freed = estimate_memory(load_config(ROOT / "examples/agent-lookact.toml",
+                                        ["serving.free_kv_during_update=true"]), dims)
+    assert set(kept.phases) == {"rl", "warm start"} and set(freed.phases) == {"update", "rollout", "warm start"}
+    assert "KV" not in freed.phases["update"] and "act" not in freed.phases["rollout"]
+    assert freed.phase_total("update") == pytest.approx(kept.phase_total("rl") - kept.parts["KV"])
+    assert freed.phase_total("rollout") < kept.phase_total("rl") and freed.peak < kept.peak
+    line = freed.line()
+    assert line.startswith(f"peak RSS ~{freed.peak / GB:.1f} GB") and "update " in line and "rollout " in line
 
 
 def test_the_adamw_temporary_is_one_tensor_not_the_model():

@@ -205,6 +205,42 @@ async def test_pause_holds_new_work_until_resume(engine, tiny_llama_dir):
     assert len(out.token_ids) >= 1
 
 
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def test_sleep_frees_the_kv_pool_after_inflight_work_and_resume_restores_it(tiny_llama_dir):
+    """`sleep` (serving.free_kv_during_update) waits for the requests in flight, gives the pool's memory back to the
+    OS (the process's RSS drops by it), drops the prefix cache and holds new work; `resume` allocates it again and
+    the engine samples as before."""
+    eng = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=262144, seed=0, num_threads=1)
+    try:
+        ids = prompt(tiny_llama_dir)
+        sp = SamplingParams(temperature=1.0, max_tokens=16, seed=5)
+        first = await eng.generate(GenerateRequest(ids, sp))
+        pool_bytes = eng.stats().kv_bytes
+        assert pool_bytes == 2 * eng.pool.k.nbytes > 50e6 and eng.prefix_cache_probe(ids).hit_tokens > 0
+        long = asyncio.create_task(eng.generate(GenerateRequest(ids, SamplingParams(max_tokens=64, ignore_eos=True,
+                                                                                     seed=1))))
+        await asyncio.sleep(0.05)
+        rss = _rss_bytes()
+        await eng.sleep()
+        assert long.done() and len(long.result().token_ids) == 64  # the barrier waited for it
+        assert eng.stats().kv_bytes == 0 and eng.stats().paused and eng.prefix_cache_probe(ids).hit_tokens == 0
+        assert rss - _rss_bytes() > 0.9 * pool_bytes
+        held = asyncio.create_task(eng.generate(GenerateRequest(ids, sp)))
+        await asyncio.sleep(0.2)
+        assert not held.done()
+        await eng.resume()
+        again = await asyncio.wait_for(held, 30)
+        assert eng.stats().kv_bytes == pool_bytes and not eng.stats().paused
+        assert again.token_ids == first.token_ids and again.logprobs == pytest.approx(first.logprobs, abs=1e-6)
+        assert again.cached_prompt_tokens == 0  # the pool came back empty
+    finally:
+        await eng.close()
+
+
 async def test_moe_routed_experts_shape_and_values(tiny_moe_dir):
     eng = EmbeddedEngine.from_pretrained(tiny_moe_dir, kv_budget_tokens=2048)
     try:

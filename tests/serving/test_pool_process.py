@@ -51,6 +51,10 @@ async def test_process_replicas_serve_sync_and_fail_over(tiny_llama_dir):
         state = {k: v * 1.01 for k, v in state.items() if k.endswith("norm.weight")}
         assert await PoolWeightSync(pool).push(state) == 1
         assert r0.weight_version == r1.weight_version == mgr.weight_version == 1
+        await r1.sleep()  # serving.free_kv_during_update over the pipe: the child frees its KV pool until resume
+        assert r1.stats().kv_bytes == 0 and r1.stats().paused
+        await r1.resume()
+        assert r1.stats().kv_bytes == r0.stats().kv_bytes > 0 and not r1.stats().paused
         # hard kill: pending calls fail over, the survivors keep their pins
         survivors = {f"s{s}" for s in range(4) if mgr.balancer.replica_of(f"s{s}") == "r0"}
         r1.kill()

@@ -1,7 +1,7 @@
 """examples/agent-lookact.toml through `legorl train` on the tiny model and seven look-act kinds, 2 steps and a
 resumed third: the warm start demonstrates every task of a share of the training kinds and none of the
 held-out one, the RL steps draw only the other kinds, and the sampler judges kinds (not tasks), reports it
-each step and keeps its records across `--resume`."""
+each step and keeps its records across `--resume`; the replicas free their KV pools for each update."""
 
 from __future__ import annotations
 
@@ -67,6 +67,8 @@ def test_lookact_trains_on_the_kinds_the_warm_start_did_not_show_with_a_per_kind
     skipped = 0
     for s, row in zip((1, 2, 3), rows[1:], strict=True):
         assert row["rollout/pass_rate"] == 0 and row["grpo/mixed_group_share"] == 0
+        # the file's serving.free_kv_during_update: the replicas' pools were freed for the update, then came back
+        assert row["perf/update_kv_gb"] == 0 and row["weight_version"] == s
         # a draw of a task of a dead kind, never drawn itself, is still one of a dead kind; once every RL kind
         # is dead the sampler draws as the plain shuffle (nothing to prefer) and counts no dead draws
         all_dead = train_kinds - demo_kinds.keys() <= dead

@@ -68,6 +68,7 @@ def test_one_sync_step_changes_weights_and_engine_serves_them(tiny_llama_dir, tm
     assert m["rollout_corr/abs_diff_mean"] <= 1e-5
     assert m["actor/grad_norm"] > 0
     assert 0 < m["perf/rss_gb"] <= m["perf/peak_rss_gb"] < 64  # the process's memory, now and its peak
+    assert m["perf/update_kv_gb"] > 0  # the engine kept its KV pool through the update (free_kv_during_update off)
     assert any(line.startswith("step:1 - ") for line in lines)
     ckpt = tmp_path / "runs" / "t" / "checkpoints" / "step_1" / "model.safetensors"
     from safetensors.torch import load_file

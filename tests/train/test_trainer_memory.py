@@ -142,6 +142,30 @@ def test_activation_checkpointing_recomputes_and_gives_the_same_gradients(tiny_l
     assert grad_diff(grads["ckpt"], grads["plain"]) < 1e-6
 
 
+def test_long_rows_recomputes_only_the_micro_batch_over_the_budget(tiny_llama_dir):
+    """model.gradient_checkpointing = "long_rows": the 57-token row, over the 50-token budget, trains alone and is
+    recomputed; the packed micro-batches are not (true recomputes them all); the gradients are the same."""
+    batch = rows_batch()  # rows of 12-57 tokens
+    budget = "trainer.max_tokens_per_micro_batch=50"
+    calls, grads = {}, {}
+    for name, ckpt in (("plain", "false"), ("long", "long_rows"), ("all", "true")):
+        t = trainer_for(tiny_llama_dir, budget, f"model.gradient_checkpointing={ckpt}")
+        calls[name] = [0]
+        t.actor.model.model.layers[0].mlp.register_forward_pre_hook(
+            lambda *_, c=calls[name]: c.__setitem__(0, c[0] + 1))
+        grads[name] = record_grads(t)
+        t.update(batch)
+    plain, long, every = calls["plain"][0], calls["long"][0], calls["all"][0]
+    assert plain < long < every  # the long row's forwards recomputed, not the packed ones
+    assert grad_diff(grads["long"], grads["plain"]) < 1e-6 and grad_diff(grads["all"], grads["plain"]) < 1e-6
+    from legorl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="set trainer.max_tokens_per_micro_batch"):
+        load_config(None, ["model.gradient_checkpointing=long_rows"])
+    with pytest.raises(ConfigError, match="FSDP ranks hold different ones"):
+        load_config(None, ["model.gradient_checkpointing=long_rows", budget, "trainer.n_ranks=2"])
+
+
 def test_activation_checkpointing_with_r3_routing_replay(tiny_moe_dir):
     from legorl.models.moe import routing_tensor  # noqa: F401  (R3 must be importable here)
 

@@ -110,6 +110,10 @@ class RayRuntime:
             if self.link is not None:
                 self.link.trainer.collective_peers = None
 
+    def updating(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Nothing to free: the replicas are Ray actors (serving.free_kv_during_update is refused with Ray)."""
+        return contextlib.nullcontext()
+
     async def revive(self, timeout_s: float = REVIVE_WAIT_S) -> int:
         """Replicas Ray restarted rejoin with the current weights; waits up to `timeout_s` for restarting ones.
         Collective transport: a fresh pair and a full sync to them (`CollectiveLink.revive`)."""

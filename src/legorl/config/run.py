@@ -117,6 +117,20 @@ class RunConfig(Section):
         if vllm.urls and len(vllm.urls) != replicas:
             problems.append(f"serving.vllm.urls lists {len(vllm.urls)} server(s) but serving.n_replicas="
                             f"{replicas}: give one URL per replica")
+        if self.model.gradient_checkpointing == "long_rows":
+            if not self.trainer.max_tokens_per_micro_batch:
+                problems.append("model.gradient_checkpointing='long_rows' recomputes micro-batches over the token "
+                                "budget: set trainer.max_tokens_per_micro_batch")
+            if self.trainer.n_ranks > 1:  # a recompute re-gathers FSDP shards: every rank must do the same
+                problems.append("model.gradient_checkpointing='long_rows' decides per micro-batch, and FSDP ranks hold "
+                                "different ones: use true or false with trainer.n_ranks > 1")
+        if self.serving.free_kv_during_update:
+            if engine != "embedded" or self.cluster.runtime != "local":
+                problems.append("serving.free_kv_during_update=true frees embedded replicas' KV pools in this run's "
+                                "processes: it needs serving.engine='embedded' and cluster.runtime='local'")
+            if asyn.enabled:
+                problems.append("serving.free_kv_during_update=true frees the KV pools while the trainer updates: the "
+                                "replicas generate through the update with async_training.enabled=true")
         if engine == "vllm" and self.serving.placement == "process":
             problems.append("serving.placement='process' is for embedded replicas; vLLM replicas are processes already")
         if self.model.lora.enabled and engine == "vllm" and self.model.lora.rank > 512:

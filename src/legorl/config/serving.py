@@ -129,6 +129,13 @@ class ServingSection(Section):
     """A synchronous run in this process (one trainer rank, thread replicas, fp32, no LoRA, a dense model): the
     replicas serve the trainer's own model object, so the run holds one copy of the weights, not two, and a weight
     sync copies nothing. The engines generate only between updates, so they never see a half-updated model."""
+    free_kv_during_update: bool = False
+    """A synchronous run with embedded replicas: each replica gives its KV pool's memory back for the trainer's
+    update and allocates it afresh before the next rollout (the weight sync drops its prefix cache anyway), as
+    vLLM's sleep mode frees the KV cache for colocated training. The update's peak drops by the pools
+    (`n_replicas` x `kv_budget_tokens` x the model's KV bytes a token), room for the update without
+    `model.gradient_checkpointing` (~20% faster, `bench/update_memory.py`); `legorl preflight` costs the two
+    phases apart."""
     threads_per_replica: int | None = Field(None, ge=1)
     """Torch threads per embedded replica. None: (cores - 1) // n_replicas, at least 1: one core stays for the
     event loop, sandboxes and verifiers (on 2 cores the demo's rollout took 27.9 s with 1 engine thread, 36.3 s

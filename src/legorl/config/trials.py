@@ -59,8 +59,11 @@ class ModelSection(Section):
 
     path: str = DEFAULT_MODEL
     """A registered model name (`legorl models list`) or a local Hugging Face model directory."""
-    gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass: less memory, ~30% more compute."""
+    gradient_checkpointing: bool | Literal["long_rows"] = False
+    """Recompute activations in the backward pass: less memory, ~30% more compute. `long_rows`: the update
+    recomputes only a micro-batch longer than `trainer.max_tokens_per_micro_batch` (a row over the budget trains
+    alone), so its activations stay within the budget's at the speed of no checkpointing for the rest. The warm
+    start recomputes only a row whose activations would pass ~1 GB, with `true` or `long_rows`."""
     enable_r3: bool | None = None
     """R3 routing replay (MoE): replay the experts chosen at generation in the training forward. None: on exactly when the model is MoE."""
     lora: LoraSection = LoraSection()

@@ -14,6 +14,9 @@
              their gradients)
     base     the interpreter, torch, the proxy, the workers and their trial records
 
+With `serving.free_kv_during_update` the KV pools are freed for the update: its phase (`update`) holds no KV, and
+the rollout's (`rollout`) holds the pools and the trainer's state but no activations.
+
 The warm start (`[warm_start]`) runs before the engines start: its own weights + grads + AdamW +
 activations at its batch. The peak is the larger of the two phases (`legorl train` trims the heap between
 them). Calibrated against `/usr/bin/time -v legorl train` on examples/agent.toml and demo.toml
@@ -94,8 +97,11 @@ class MemoryEstimate:
         return self.phase_total(self.peak_phase)
 
     def line(self) -> str:
-        rl = " + ".join(f"{k} {self.parts[k] / GB:.2f}" for k in self.phases["rl"])
-        text = f"peak RSS ~{self.peak / GB:.1f} GB ({self.peak_phase}): rl {self.phase_total('rl') / GB:.2f} = {rl}"
+        main = next(iter(self.phases))  # `rl`, or `update` when the KV pools are freed for it (then `rollout`)
+        rl = " + ".join(f"{k} {self.parts[k] / GB:.2f}" for k in self.phases[main])
+        text = f"peak RSS ~{self.peak / GB:.1f} GB ({self.peak_phase}): {main} {self.phase_total(main) / GB:.2f} = {rl}"
+        if "rollout" in self.phases:
+            text += f"; rollout {self.phase_total('rollout') / GB:.2f} GB (the KV pools back, no update)"
         if "warm start" in self.phases:
             text += f"; warm start {self.phase_total('warm start') / GB:.2f} GB before the engines start"
         return "; ".join([text, *self.notes])
@@ -171,14 +177,22 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
         parts["critic"] = dims.params * 16.0
         rl.append("critic")
     tokens = micro_batch_tokens(cfg)
-    parts["act"] = activation_bytes(dims, tokens, cfg.model.gradient_checkpointing)
+    ckpt = cfg.model.gradient_checkpointing
+    if ckpt == "long_rows":  # micro-batches within the budget keep their activations, a longer row is recomputed
+        budget = cfg.trainer.max_tokens_per_micro_batch or tokens
+        parts["act"] = max(activation_bytes(dims, budget, False), activation_bytes(dims, tokens, True))
+    else:
+        parts["act"] = activation_bytes(dims, tokens, bool(ckpt))
     parts["logits"] = LOGITS_COPIES * min(LOGITS_CHUNK, tokens) * dims.vocab * 4.0
     rl += ["act", "logits"]
     phases = {"rl": rl}
+    if s.free_kv_during_update and "KV" in rl:  # the update runs without the pools, the rollout without the update's
+        held = ("base", "engine weights", "KV", "trainer weights+grads+AdamW", "reference", "critic")
+        phases = {"update": [p for p in rl if p != "KV"], "rollout": [p for p in rl if p in held]}
     w = cfg.warm_start
     if w.enabled:
         ws_tokens = WARM_START_TOKENS_PER_ROW  # a few transcripts per forward (gradients accumulated)
-        recompute = warm_start_recomputes(dims, ws_tokens, cfg.model.gradient_checkpointing)
+        recompute = warm_start_recomputes(dims, ws_tokens, bool(cfg.model.gradient_checkpointing))
         one_row = activation_bytes(dims, ws_tokens, recompute)  # a row too long to share a forward goes alone
         parts["warm-start act"] = one_row if recompute else max(one_row, WARM_START_ROW_ACT_BYTES)
         parts["warm-start logits"] = LOGITS_COPIES * min(LOGITS_CHUNK, ws_tokens) * dims.vocab * 4.0

@@ -76,6 +76,7 @@ class InProcessRuntime:
 
     server: PolicyServer | None
     runner: WorkerRunner
+    free_kv_during_update: bool = False  # serving.free_kv_during_update
 
     @classmethod
     async def start(cls, cfg: RunConfig, run_dir: RunDir, model: Any = None) -> InProcessRuntime:
@@ -88,7 +89,8 @@ class InProcessRuntime:
                                           ProxyConfig.from_section(cfg.serving.proxy, tool_parser=cfg.agent.tool_parser),
                                           cfg.serving,
                                           partial_rollout=cfg.async_training.partial_enabled)
-        return cls(server, WorkerRunner(worker_config(cfg, run_dir.root), ProxyEndpoints(server.proxy)))
+        return cls(server, WorkerRunner(worker_config(cfg, run_dir.root), ProxyEndpoints(server.proxy)),
+                   cfg.serving.free_kv_during_update)
 
     @classmethod
     async def for_policy(cls, policy: PolicySpec, config: WorkerConfig, needs_model: bool = True) -> InProcessRuntime:
@@ -121,6 +123,11 @@ class InProcessRuntime:
 
     def syncing(self) -> AbstractAsyncContextManager[None]:
         return self.server.syncing() if self.server is not None else nullcontext()
+
+    def updating(self) -> AbstractAsyncContextManager[None]:
+        if self.server is None or not self.free_kv_during_update:
+            return nullcontext()
+        return self.server.kv_freed()
 
     async def partial_counters(self) -> dict[str, int]:
         return self.server.partial_counters() if self.server is not None else {}

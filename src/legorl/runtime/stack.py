@@ -93,6 +93,24 @@ class PolicyServer:
         async with self.partial.syncing():
             yield
 
+    @contextlib.asynccontextmanager
+    async def kv_freed(self) -> AsyncIterator[None]:
+        """Bracket a synchronous update (`serving.free_kv_during_update`): every replica sleeps, its KV pool's
+        memory given back, and resumes with a fresh pool after it."""
+        for e in self.engines:
+            if not callable(getattr(e, "sleep", None)):
+                raise TypeError(f"{type(e).__name__} cannot free its KV cache: serving.free_kv_during_update "
+                                "needs embedded replicas")
+        slept: list[Engine] = []
+        try:
+            for e in self.engines:
+                await e.sleep()  # type: ignore[attr-defined]
+                slept.append(e)
+            yield
+        finally:
+            for e in slept:
+                await e.resume()
+
     def metrics(self) -> dict[str, float]:
         """The manager's counters (pool health, failovers, balancer, scheduler); {} for one plain replica."""
         manager = self.partial.inner if self.partial is not None else self.manager

@@ -32,6 +32,11 @@ class Runtime(Protocol):
         """Bracket a weight sync: with partial rollout, generations it cuts resume after it."""
         ...
 
+    def updating(self) -> AbstractAsyncContextManager[None]:
+        """Bracket a synchronous update: with `serving.free_kv_during_update` the replicas give their KV pools'
+        memory back for it and allocate them again after it."""
+        ...
+
     async def partial_counters(self) -> dict[str, int]:
         """Partial-rollout counters (`resumed`, `partial`); empty when partial rollout is off."""
         ...

@@ -222,6 +222,10 @@ class ProcessReplica:
     async def pause(self, mode: Literal["wait", "abort"] = "wait") -> None:
         await self._call("pause", mode)
 
+    async def sleep(self, mode: Literal["wait", "abort"] = "wait") -> None:
+        """The child's engine pauses and frees its KV pool until `resume` (EmbeddedEngine.sleep)."""
+        await self._call("sleep", mode)
+
     async def resume(self) -> None:
         await self._call("resume")
 

@@ -185,6 +185,7 @@ class EngineStats:
     prefill_s: float = 0.0  # seconds spent computing prefills (embedded engine; 0 where unknown)
     decode_s: float = 0.0  # seconds spent in decode steps
     steps: int = 0  # forward steps taken (embedded engine; 0 where unknown): tokens sampled / steps = batch size
+    kv_bytes: int = 0  # memory the KV pool holds now (embedded engine; 0 while asleep, and where unknown)
 
 
 @runtime_checkable

@@ -33,6 +33,7 @@ from legorl.train.memory import (
     mini_batch_rows,
     padding_ratio,
     shared_cost,
+    set_activation_checkpointing,
     token_budget_micro_batches,
 )
 from legorl.train.prefix import Level, group_prefix_lengths, plan_prefixes, routing_for
@@ -92,8 +93,11 @@ class Actor:
         device: torch.device | None = None,
         dtype: torch.dtype = torch.float32,
         sharded: bool = False,
+        recompute_over: int | None = None,
     ):
         self.model = model
+        # model.gradient_checkpointing = "long_rows": only a micro-batch longer than this is recomputed
+        self.recompute_over = recompute_over
         self.replayer = RoutingReplayer(model) if enable_r3 else None
         self.trainer = trainer
         self.algo = algo
@@ -290,6 +294,8 @@ class Actor:
             if weight == 0 and n_ranks == 1:
                 continue
             frac = weight / max(total, 1.0)
+            if self.recompute_over is not None:  # only a row over the token budget (it trains alone)
+                set_activation_checkpointing(self.model, t > self.recompute_over)
             self._replay(mb)
             logp, ent = self._forward(self.model, mb, with_entropy=True, replay=True)
             if first is not None:

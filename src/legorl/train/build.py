@@ -53,8 +53,10 @@ def build_actor(cfg: RunConfig, model_dir: Path) -> tuple[Actor, Critic | None]:
         model = shard_model(model, dtype, cpu_offload=t.cpu_offload)
         if ref is not None:
             ref = shard_model(ref, dtype)
+    long_rows = cfg.model.gradient_checkpointing == "long_rows"
     actor = Actor(model, t, cfg.algorithm, cfg.rollout.temperature, ref, enable_r3=r3,
-                  device=device, dtype=dtype, sharded=sharded)
+                  device=device, dtype=dtype, sharded=sharded,
+                  recompute_over=t.max_tokens_per_micro_batch if long_rows else None)
     critic = None
     if cfg.algorithm.adv_estimator == "gae":
         if sharded:

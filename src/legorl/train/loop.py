@@ -193,7 +193,10 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
             budget = {**engine_budget(engines_before, await runtime.engine_stats(), t_roll),
                       **trial_budget(results), **loop_budget(lag.take())}
             kept, fstats = trajectory_filter(results)
-            metrics = learn(trainer, kept)
+            async with runtime.updating():  # serving.free_kv_during_update: the KV pools' memory is the update's
+                kv_held = sum(s.kv_bytes for s in await runtime.engine_stats())
+                metrics = learn(trainer, kept)
+            metrics["perf/update_kv_gb"] = kv_held / 1e9  # what the replicas' KV pools held through the update
             if not metrics.get("actor/skipped"):
                 metrics.update(sync_metrics(sync, await push_weights(runtime, sync, trainer)))
                 metrics["weight_version"] = float(sync.version)

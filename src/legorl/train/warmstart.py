@@ -295,7 +295,7 @@ async def warm_start(cfg: RunConfig, run_dir: RunDir, model_dir: Path, train_tas
     on_line(f"warm start: {len(examples)} transcripts, {sum(map(sum, (e.mask for e in examples)))} trained "
             f"tokens, {section.epochs} epochs")
     stats = await asyncio.to_thread(finetune, model_dir, examples, section, cfg.run.seed, root / "model", on_line,
-                                    cfg.model.gradient_checkpointing)
+                                    bool(cfg.model.gradient_checkpointing))
     trim_heap()  # the warm start's model, grads and AdamW state are garbage now: give their pages back
     stats["time_s"] = time.perf_counter() - t0
     done.write_text(json.dumps({"transcripts": len(examples), **stats}, indent=1) + "\n")

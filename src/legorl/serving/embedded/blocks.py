@@ -49,9 +49,10 @@ class BlockPool:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.pad_block = num_blocks
-        shape = (num_layers, kv_heads, (num_blocks + 1) * block_size, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)  # KV lives with the model
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self._shape = (num_layers, kv_heads, (num_blocks + 1) * block_size, head_dim)
+        self.k = torch.zeros(self._shape, dtype=dtype, device=device)  # KV lives with the model
+        self.v = torch.zeros(self._shape, dtype=dtype, device=device)
+        self.freed = False
         # routed experts per slot [slots, moe_layers, top_k] (MoE only), so cached prefixes keep theirs
         self.routing = (
             torch.full((num_blocks * block_size, *routing_shape), -1, dtype=torch.int16) if routing_shape else None
@@ -134,6 +135,24 @@ class BlockPool:
             self.by_hash.clear()
             for b in range(self.num_blocks):
                 self.block_hash[b] = None
+
+    def free_storage(self) -> None:
+        """Give the K/V tensors' memory back (a synchronous run's update: `serving.free_kv_during_update`).
+        Every cached prefix is forgotten; no block may be referenced. `restore_storage` makes them anew."""
+        with self.lock:
+            held = sum(1 for r in self.ref if r)
+            if held:
+                raise RuntimeError(f"cannot free the KV pool: {held} block(s) are still referenced")
+        self.clear_cache()
+        empty = torch.empty(0, dtype=self.k.dtype, device=self.k.device)
+        self.k, self.v, self.freed = empty, empty, True
+
+    def restore_storage(self) -> None:
+        """Allocate the K/V tensors again (zeroed, as at start) after `free_storage`; a no-op otherwise."""
+        if self.freed:
+            self.k = torch.zeros(self._shape, dtype=self.k.dtype, device=self.k.device)
+            self.v = torch.zeros(self._shape, dtype=self.v.dtype, device=self.v.device)
+            self.freed = False
 
     # -- data -------------------------------------------------------------------------------------
     def slots(self, blocks: list[int], start: int, end: int) -> torch.Tensor:

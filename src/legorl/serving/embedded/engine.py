@@ -201,7 +201,14 @@ class EmbeddedEngine(EngineThread):
     async def pause(self, mode: Mode = "wait") -> None:
         await self._call("pause", mode)
 
+    async def sleep(self, mode: Mode = "wait") -> None:
+        """Pause, then give the KV pool's memory back (every cached prefix is dropped) until `resume`, which
+        allocates it again: a synchronous run's update gets the pool's memory (`serving.free_kv_during_update`,
+        as vLLM's sleep mode frees the KV cache for colocated training). Requests sent meanwhile wait."""
+        await self._call("sleep", mode)
+
     async def resume(self) -> None:
+        """End a pause or a sleep."""
         await self._call("resume")
 
     def kv_cache_usage(self) -> float:
@@ -224,6 +231,7 @@ class EmbeddedEngine(EngineThread):
             prefill_tokens_computed=c["prefill_computed"], prefill_tokens_cached=c["prefill_cached"],
             generated_tokens=c["generated"], preemptions=c["preemptions"], requests_finished=c["finished"],
             paused=self._paused, prefill_s=c["prefill_s"], decode_s=c["decode_s"], steps=c["steps"],
+            kv_bytes=self.pool.k.nbytes + self.pool.v.nbytes,
         )
 
     async def close(self) -> None:

@@ -1,4 +1,4 @@
-"""The embedded engine's own thread: drain commands, apply barriers (weight updates, adapter loads, pauses), run
+"""The embedded engine's own thread: drain commands, apply barriers (weight updates, adapter loads, pauses, sleeps), run
 one packed step and sample, finish requests. `EmbeddedEngine` (engine.py) is the asyncio side that builds the state
 this reads and only enqueues commands; everything here runs on the engine thread, which alone touches the model,
 the KV pool and the scheduler's queues.
@@ -91,9 +91,13 @@ class EngineThread:
                 except Exception as exc:
                     self._channel.resolve(target, exc)
             elif kind == "resume":
-                self._paused = False
-                self._channel.resolve(args[0], None)
-            elif kind in ("update", "pause", "adapter"):
+                try:
+                    self.pool.restore_storage()  # after a sleep
+                    self._paused = False
+                    self._channel.resolve(args[0], None)
+                except Exception as exc:  # out of memory: stay paused, the caller sees why
+                    self._channel.resolve(args[0], exc)
+            elif kind in ("update", "pause", "sleep", "adapter"):
                 if args[-2] == "abort":
                     for seq in self._in_flight():
                         if self._affects(cmd, seq):
@@ -134,9 +138,14 @@ class EngineThread:
             # their KV would mix versions / they hold nothing yet
             self.scheduler.requeue_unstarted(lambda s, cmd=cmd: self._affects(cmd, s))
             kind, *args = cmd
-            if kind == "pause":
+            if kind in ("pause", "sleep"):
                 self._paused = True
-                self._channel.resolve(args[-1], None)
+                try:
+                    if kind == "sleep":  # nothing holds a block now: the pool's memory goes back until resume
+                        self.pool.free_storage()
+                    self._channel.resolve(args[-1], None)
+                except Exception as exc:
+                    self._channel.resolve(args[-1], exc)
                 return True
             try:
                 if kind == "update":
