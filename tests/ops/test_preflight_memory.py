@@ -25,13 +25,16 @@ FACTOR = 1.2  # token-budget configs: the estimate is within this factor of the 
 # 5.49-5.83 GB over whole 10-step runs (docs/agent-lookact.md): the estimate (4.8) is 1.2x under those, not asserted here.
 # The 5.20 GB run: the whole 10-step run of the file of that day (2 replicas serving the trainer's model, KV 10240 each, 32
 # trials at once), `/usr/bin/time -v legorl train examples/agent-lookact.toml run.seed=3`, 2-core Intel Xeon
-# (Sapphire Rapids, AVX-512), quiet, 2026-12-05 (docs/agent-lookact.md).
+# (Sapphire Rapids, AVX-512), quiet, 2026-12-05 (docs/agent-lookact.md). The 5.10 GB run: the file since 2026-12-06
+# (the KV pools freed for each update, which runs without checkpointing), seed 6, 2-core AMD EPYC (Zen 5), torch
+# limited to AVX2, quiet (docs/agent-lookact.md "The KV pools freed for the update"); the estimate reads 4.8.
 MEASURED = [
     ("examples/agent-lookact.toml", ["serving.kv_budget_tokens=24576", "trainer.max_tokens_per_micro_batch=2048",
                                      "serving.n_replicas=1", "serving.share_trainer_model=false",
                                      "rollout.concurrency=16", "serving.free_kv_during_update=false",
                                      "model.gradient_checkpointing=true"], 4.85),
     ("examples/agent-lookact.toml", ["serving.free_kv_during_update=false", "model.gradient_checkpointing=true"], 5.20),
+    ("examples/agent-lookact.toml", [], 5.10),
 ]
 DEMO_MEASURED_GB = 8.65  # examples/demo.toml, whole run, MACHINE-FACTS 2026-11-30 (fixed micro-batches of 4 rows)
 

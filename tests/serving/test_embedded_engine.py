@@ -241,6 +241,23 @@ async def test_sleep_frees_the_kv_pool_after_inflight_work_and_resume_restores_i
         await eng.close()
 
 
+def test_a_pool_with_referenced_blocks_refuses_to_free():
+    """A sleep that finds a block still referenced changes nothing (the engine goes on unpaused)."""
+    from legorl.serving.embedded.blocks import BlockPool
+
+    pool = BlockPool(4, 16, num_layers=2, kv_heads=1, head_dim=8)
+    b = pool.allocate()
+    pool.k.fill_(1.0)
+    with pytest.raises(RuntimeError, match="1 block"):
+        pool.free_storage()
+    assert not pool.freed and pool.k.shape == (2, 1, 80, 8) and float(pool.k.sum()) == 2 * 80 * 8
+    pool.release([b])
+    pool.free_storage()
+    assert pool.freed and pool.k.numel() == pool.v.numel() == 0 and pool.available() == 4
+    pool.restore_storage()
+    assert not pool.freed and pool.k.shape == (2, 1, 80, 8) and float(pool.k.abs().sum()) == 0
+
+
 async def test_moe_routed_experts_shape_and_values(tiny_moe_dir):
     eng = EmbeddedEngine.from_pretrained(tiny_moe_dir, kv_budget_tokens=2048)
     try:

@@ -160,7 +160,7 @@ def test_long_rows_recomputes_only_the_micro_batch_over_the_budget(tiny_llama_di
     assert grad_diff(grads["long"], grads["plain"]) < 1e-6 and grad_diff(grads["all"], grads["plain"]) < 1e-6
     from legorl.config import ConfigError
 
-    with pytest.raises(ConfigError, match="set trainer.max_tokens_per_micro_batch"):
+    with pytest.raises(ConfigError, match=r"set trainer\.max_tokens_per_micro_batch"):
         load_config(None, ["model.gradient_checkpointing=long_rows"])
     with pytest.raises(ConfigError, match="FSDP ranks hold different ones"):
         load_config(None, ["model.gradient_checkpointing=long_rows", budget, "trainer.n_ranks=2"])

@@ -32,8 +32,8 @@ from legorl.train.memory import (
     group_micro_batches,
     mini_batch_rows,
     padding_ratio,
-    shared_cost,
     set_activation_checkpointing,
+    shared_cost,
     token_budget_micro_batches,
 )
 from legorl.train.prefix import Level, group_prefix_lengths, plan_prefixes, routing_for

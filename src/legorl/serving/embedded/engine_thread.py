@@ -1,7 +1,7 @@
-"""The embedded engine's own thread: drain commands, apply barriers (weight updates, adapter loads, pauses, sleeps), run
-one packed step and sample, finish requests. `EmbeddedEngine` (engine.py) is the asyncio side that builds the state
-this reads and only enqueues commands; everything here runs on the engine thread, which alone touches the model,
-the KV pool and the scheduler's queues.
+"""The embedded engine's own thread: drain commands, apply barriers (weight updates, adapter loads, pauses and
+sleeps), run one packed step and sample, finish requests. `EmbeddedEngine` (engine.py) is the asyncio side that
+builds the state this reads and only enqueues commands; everything here runs on the engine thread, which alone
+touches the model, the KV pool and the scheduler's queues.
 """
 
 from __future__ import annotations
@@ -139,10 +139,10 @@ class EngineThread:
             self.scheduler.requeue_unstarted(lambda s, cmd=cmd: self._affects(cmd, s))
             kind, *args = cmd
             if kind in ("pause", "sleep"):
-                self._paused = True
                 try:
                     if kind == "sleep":  # nothing holds a block now: the pool's memory goes back until resume
-                        self.pool.free_storage()
+                        self.pool.free_storage()  # raises before it changes anything: the engine goes on
+                    self._paused = True
                     self._channel.resolve(args[-1], None)
                 except Exception as exc:
                     self._channel.resolve(args[-1], exc)
