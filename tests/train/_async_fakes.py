@@ -25,6 +25,9 @@ class FakeRuntime:
     def syncing(self):
         return contextlib.nullcontext()
 
+    def updating(self):
+        return contextlib.nullcontext()
+
     async def engine_stats(self):
         return []
 
