@@ -11,9 +11,11 @@
 # 19:20-21:05 before tests/serving shared one vLLM server and the servers one Inductor cache. 2026-12-06, the same
 # box and command, quiet: 16:45 and 17:08 (1,006 / 1,029 s; 1,962 / 2,011 s of test time, 728 / 740 s the vLLM
 # group) after the LoRA `legorl train` test moved onto test_vllm_lora.py's server (58 -> 19 s): the box ran slower
-# those hours (the Ray group 260-263 s against 207 s, no change there; a vLLM start 42 s against ~30 s). Slow tests outside the two groups go first (tests/conftest.py): wall / (summed
-# test time / 2) went from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min (~30 on a fresh
-# one) before the suite grew.
+# those hours (the Ray group 260-263 s against 207 s, no change there; a vLLM start 42 s against ~30 s).
+# 2026-12-06 morning, a 2-core AMD EPYC (Zen 5), quiet, `LEGORL_REQUIRE_VLLM=1 bash scripts/test.sh --durations=40`:
+# 789 passed, 1 skipped, 13:42 (822 s). Slow tests outside the two groups go first (tests/conftest.py): wall /
+# (summed test time / 2) went from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min (~30 on a
+# fresh one) before the suite grew.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not slow" -x`; `-n 0` runs serially.
 set -euo pipefail
 cd "$(dirname "$0")/.."
