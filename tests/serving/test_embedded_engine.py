@@ -250,9 +250,11 @@ async def test_sleep_frees_the_kv_pool_after_inflight_work_and_resume_restores_i
         first = await eng.generate(GenerateRequest(ids, sp))
         pool_bytes = eng.stats().kv_bytes
         assert pool_bytes == 2 * eng.pool.k.nbytes > 50e6 and eng.prefix_cache_probe(ids).hit_tokens > 0
+        sampled = eng.stats().generated_tokens
         long = asyncio.create_task(eng.generate(GenerateRequest(ids, SamplingParams(max_tokens=64, ignore_eos=True,
                                                                                      seed=1))))
-        await asyncio.sleep(0.05)
+        while eng.stats().generated_tokens == sampled:  # in flight: it holds a sampled token (and KV blocks)
+            await asyncio.sleep(0.005)
         old_k = weakref.ref(eng.pool.k)
         await eng.sleep()
         assert long.done() and len(long.result().token_ids) == 64  # the barrier waited for it
