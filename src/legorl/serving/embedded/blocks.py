@@ -50,9 +50,9 @@ class BlockPool:
         self.block_size = block_size
         self.pad_block = num_blocks
         self._shape = (num_layers, kv_heads, (num_blocks + 1) * block_size, head_dim)
-        self.k = torch.zeros(self._shape, dtype=dtype, device=device)  # KV lives with the model
-        self.v = torch.zeros(self._shape, dtype=dtype, device=device)
-        self.freed = False
+        self.k = self.v = torch.empty(0, dtype=dtype, device=device)  # KV lives with the model
+        self.freed = True
+        self.restore_storage()  # allocated whole, zeroed
         # routed experts per slot [slots, moe_layers, top_k] (MoE only), so cached prefixes keep theirs
         self.routing = (
             torch.full((num_blocks * block_size, *routing_shape), -1, dtype=torch.int16) if routing_shape else None
@@ -144,14 +144,14 @@ class BlockPool:
             if held:
                 raise RuntimeError(f"cannot free the KV pool: {held} block(s) are still referenced")
         self.clear_cache()
-        empty = torch.empty(0, dtype=self.k.dtype, device=self.k.device)
-        self.k, self.v, self.freed = empty, empty, True
+        self.k = self.v = self.k.new_empty(0)
+        self.freed = True
 
     def restore_storage(self) -> None:
-        """Allocate the K/V tensors again (zeroed, as at start) after `free_storage`; a no-op otherwise."""
+        """Allocate the K/V tensors (zeroed) at start and after `free_storage`; a no-op otherwise."""
         if self.freed:
-            self.k = torch.zeros(self._shape, dtype=self.k.dtype, device=self.k.device)
-            self.v = torch.zeros(self._shape, dtype=self.v.dtype, device=self.v.device)
+            self.k = self.k.new_zeros(self._shape)
+            self.v = self.v.new_zeros(self._shape)
             self.freed = False
 
     # -- data -------------------------------------------------------------------------------------
