@@ -176,6 +176,12 @@ class WarmStartSection(Section):
     """Linear warm-up optimizer steps (an epoch is ceil(transcripts / batch_size) steps)."""
     batch_size: int = Field(4, ge=1)
     """Transcripts per optimizer step (loss: mean NLL over their assistant tokens)."""
+    cache: bool = True
+    """Reuse a warm start fine-tuned before on this machine from the same inputs (`$LEGORL_HOME/warm_starts`, the
+    newest 4 kept): the key hashes the base model's files, the encoded demonstrations, `epochs`, `lr`,
+    `lr_scheduler`, `warmup_steps`, `batch_size`, `run.seed`, `model.gradient_checkpointing` and the torch /
+    transformers versions, so a hit is the same computation. Runs that change only RL settings then skip the
+    fine-tune (step 0 logs `warm_start/cached` 1). Set false to time a first run or to measure the SFT."""
 
 
 class AsyncTrainingSection(Section):

@@ -10,7 +10,8 @@ task's verifier then gives 1. Only the held-out split is never touched. Or `data
 task's own turns, not the few-shot examples), each cut after its end-of-turn token as the engine stops.
 
 The result is a model directory under the run dir (`warm_start/model`), reused on resume; the trainer
-and the engines start from it as from `model.path`.
+and the engines start from it as from `model.path`. With `warm_start.cache` a fine-tune of the same inputs made
+earlier on this machine is reused (train/warmstart_cache.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from legorl.tasks.model import Task
 from legorl.train.heap import trim_heap
 from legorl.train.logprobs import token_logprobs
 from legorl.train.schedule import lr_lambda
+from legorl.train.warmstart_cache import cache_key, cached_stats, lookup, restore, store
 
 DEMONSTRATION_FILE = "demonstration.json"
 TASK_DEMONSTRATIONS = "task-demonstrations"
@@ -294,9 +296,22 @@ async def warm_start(cfg: RunConfig, run_dir: RunDir, model_dir: Path, train_tas
     examples = [encode(tok, t) for t in transcripts]
     on_line(f"warm start: {len(examples)} transcripts, {sum(map(sum, (e.mask for e in examples)))} trained "
             f"tokens, {section.epochs} epochs")
-    stats = await asyncio.to_thread(finetune, model_dir, examples, section, cfg.run.seed, root / "model", on_line,
-                                    bool(cfg.model.gradient_checkpointing))
-    trim_heap()  # the warm start's model, grads and AdamW state are garbage now: give their pages back
+    checkpointing = bool(cfg.model.gradient_checkpointing)
+    key = cache_key(model_dir, examples, section, cfg.run.seed, checkpointing) if section.cache else None
+    entry = lookup(key) if key else None
+    if entry is not None:
+        restore(entry, root / "model")
+        before = cached_stats(entry)
+        stats = {"nll_first": before["nll_first"], "nll_last": before["nll_last"], "cached": 1.0}
+        on_line(f"warm start: the same model, demonstrations and settings were fine-tuned before on this machine: "
+                f"reusing {entry} (warm_start.cache)")
+    else:
+        stats = await asyncio.to_thread(finetune, model_dir, examples, section, cfg.run.seed, root / "model",
+                                        on_line, checkpointing)
+        trim_heap()  # the warm start's model, grads and AdamW state are garbage now: give their pages back
+        if key:
+            store(key, root / "model", stats, on_line)
+        stats["cached"] = 0.0
     stats["time_s"] = time.perf_counter() - t0
     done.write_text(json.dumps({"transcripts": len(examples), **stats}, indent=1) + "\n")
     return root / "model"
