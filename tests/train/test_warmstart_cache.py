@@ -88,6 +88,10 @@ def test_any_input_of_the_fine_tune_misses(tiny_llama_dir, tmp_path, fine_tunes)
     _run(_cfg(tiny_llama_dir, _demos(tmp_path / "other", n=4)), runs, "demos", [])  # one more demonstration
     assert len(fine_tunes) == 4
     assert len([p for p in wc.cache_root().iterdir() if not p.name.startswith(".")]) == 4
+    # another RL seed with the fine-tune's seed pinned to the first run's: the same warm start
+    pinned = _cfg(tiny_llama_dir, demos, seed=0).model_copy(update={"run": reseeded.run})
+    assert json.loads((_run(pinned, runs, "pinned", []) / "done.json").read_text())["cached"] == 1.0
+    assert len(fine_tunes) == 4
 
 
 def test_cache_off_neither_reads_nor_writes(tiny_llama_dir, tmp_path, fine_tunes):
@@ -119,8 +123,8 @@ def test_the_newest_entries_are_kept_and_a_failure_only_warns(tmp_path, monkeypa
 
 @pytest.mark.slow
 def test_legorl_train_reuses_the_warm_start_of_an_earlier_run(tiny_llama_dir, tmp_path, tiny_run_config):
-    """Two `legorl train` runs that differ in an RL setting: the second logs `warm_start/cached` 1 and trains from
-    the same warm-started weights."""
+    """Two `legorl train` runs that differ in RL settings and seed (`warm_start.seed` pinned): the second logs
+    `warm_start/cached` 1 and trains from the same warm-started weights."""
     import os
 
     demos = _demos(tmp_path)
@@ -129,10 +133,10 @@ def test_legorl_train_reuses_the_warm_start_of_an_earlier_run(tiny_llama_dir, tm
                                         "val_before_train": False},
                           warm_start={"enabled": True, "data": str(demos), "epochs": 1, "lr": 1e-3})
     cached = []
-    for name, lr in (("a", "1e-3"), ("b", "5e-4")):
-        proc = subprocess.run([sys.executable, "-m", "legorl.cli", "train", str(cfg), f"run.name={name}",
-                               f"trainer.lr={lr}", "--no-progress"], capture_output=True, text=True, timeout=600,
-                              env=env)
+    # the second run: another RL seed and rate, the fine-tune's seed pinned to the first run's (run.seed 0)
+    for name, more in (("a", []), ("b", ["run.seed=5", "trainer.lr=5e-4", "warm_start.seed=0"])):
+        proc = subprocess.run([sys.executable, "-m", "legorl.cli", "train", str(cfg), f"run.name={name}", *more,
+                               "--no-progress"], capture_output=True, text=True, timeout=600, env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         rows = [json.loads(x) for x in (tmp_path / "runs" / name / "logs" / f"{name}.jsonl").read_text().splitlines()]
         cached.append(rows[0]["warm_start/cached"])

@@ -176,10 +176,13 @@ class WarmStartSection(Section):
     """Linear warm-up optimizer steps (an epoch is ceil(transcripts / batch_size) steps)."""
     batch_size: int = Field(4, ge=1)
     """Transcripts per optimizer step (loss: mean NLL over their assistant tokens)."""
+    seed: int | None = None
+    """The fine-tune's seed (the demonstrations' order each epoch, torch's generator); None: `run.seed`. Fix it to
+    draw several RL runs (`run.seed`) from one warm start: with `cache` they fine-tune once."""
     cache: bool = True
     """Reuse a warm start fine-tuned before on this machine from the same inputs (`$LEGORL_HOME/warm_starts`, the
     newest 4 kept): the key hashes the base model's files, the encoded demonstrations, `epochs`, `lr`,
-    `lr_scheduler`, `warmup_steps`, `batch_size`, `run.seed`, `model.gradient_checkpointing` and the torch /
+    `lr_scheduler`, `warmup_steps`, `batch_size`, the seed (`seed`), `model.gradient_checkpointing` and the torch /
     transformers versions, so a hit is the same computation. Runs that change only RL settings then skip the
     fine-tune (step 0 logs `warm_start/cached` 1). Set false to time a first run or to measure the SFT."""
 

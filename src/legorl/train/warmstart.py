@@ -297,7 +297,8 @@ async def warm_start(cfg: RunConfig, run_dir: RunDir, model_dir: Path, train_tas
     on_line(f"warm start: {len(examples)} transcripts, {sum(map(sum, (e.mask for e in examples)))} trained "
             f"tokens, {section.epochs} epochs")
     checkpointing = bool(cfg.model.gradient_checkpointing)
-    key = cache_key(model_dir, examples, section, cfg.run.seed, checkpointing) if section.cache else None
+    seed = cfg.run.seed if section.seed is None else section.seed
+    key = cache_key(model_dir, examples, section, seed, checkpointing) if section.cache else None
     entry = lookup(key) if key else None
     if entry is not None:
         restore(entry, root / "model")
@@ -306,7 +307,7 @@ async def warm_start(cfg: RunConfig, run_dir: RunDir, model_dir: Path, train_tas
         on_line(f"warm start: the same model, demonstrations and settings were fine-tuned before on this machine: "
                 f"reusing {entry} (warm_start.cache)")
     else:
-        stats = await asyncio.to_thread(finetune, model_dir, examples, section, cfg.run.seed, root / "model",
+        stats = await asyncio.to_thread(finetune, model_dir, examples, section, seed, root / "model",
                                         on_line, checkpointing)
         trim_heap()  # the warm start's model, grads and AdamW state are garbage now: give their pages back
         if key:
