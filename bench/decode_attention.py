@@ -22,12 +22,12 @@ import argparse
 import asyncio
 import json
 import random
-import statistics
 import subprocess
 import sys
 import time
 
 import torch
+from _engine_step import engine_step_ms
 
 from legorl.serving.embedded.decode_kernel import load
 from legorl.serving.embedded.paged import StepBatch, active, paged_attention
@@ -42,37 +42,6 @@ class _Attn:
         self.layer_idx = layer_idx
 
 
-async def engine_step_ms(mode: str, rows: int, min_len: int, max_len: int) -> dict:
-    """One fresh engine: prefill `rows` prompts, then time the steps of decoding 64 tokens in each at once."""
-    from legorl.models import resolve_model
-    from legorl.serving.embedded import EmbeddedEngine
-    from legorl.serving.types import GenerateRequest, SamplingParams
-
-    eng = EmbeddedEngine.from_pretrained(resolve_model("smollm2-135m-instruct"), kv_budget_tokens=10240,
-                                         num_threads=1, decode_attention=mode)
-    rng = random.Random(0)
-    prompts = [[rng.randint(100, 40000) for _ in range(rng.randint(min_len, max_len))] for _ in range(rows)]
-    times: list[float] = []
-    step = eng.runner.step
-
-    def timed(*args, **kwargs):
-        t0 = time.perf_counter()
-        out = step(*args, **kwargs)
-        times.append(time.perf_counter() - t0)
-        return out
-
-    try:
-        await asyncio.gather(*[eng.generate(GenerateRequest(p, SamplingParams(1.0, max_tokens=1, seed=i)))
-                               for i, p in enumerate(prompts)])  # the prompts' KV is cached now
-        eng.runner.step = timed
-        sp = [SamplingParams(1.0, max_tokens=64, seed=i, ignore_eos=True) for i in range(rows)]
-        await asyncio.gather(*[eng.generate(GenerateRequest(p, s)) for p, s in zip(prompts, sp, strict=True)])
-    finally:
-        await eng.close()
-    decode = times[2:]  # the first steps compute the prompts' last tokens
-    return {"mode": mode, "kernel": eng.decode_kernel, "step_ms": 1e3 * statistics.median(decode)}
-
-
 def engine_main(a) -> None:
     runs: dict[str, list[float]] = {"torch": [], "kernel": []}
     for _ in range(a.rounds):
@@ -81,7 +50,7 @@ def engine_main(a) -> None:
                    str(a.min_len), "--max-len", str(a.max_len)]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1]
             res = json.loads(out)
-            if res["kernel"] != (mode == "kernel"):
+            if res["decode_kernel"] != (mode == "kernel"):
                 raise SystemExit(f"{mode}: the engine did not take that path ({res})")
             runs[mode].append(res["step_ms"])
     print(f"engine, {a.rows} rows decoding 64 tokens over prompts of {a.min_len}-{a.max_len} tokens, 1 thread")
@@ -107,7 +76,9 @@ def main() -> None:
     a.rounds = a.rounds or (2 if a.engine else 3)
     if a.engine_child:
         torch.set_num_threads(1)
-        print(json.dumps(asyncio.run(engine_step_ms(a.engine_child, a.rows, a.min_len, a.max_len))))
+        # the linears as in every run before serving.decode_linear (BLAS), so only the attention differs
+        print(json.dumps(asyncio.run(engine_step_ms(a.rows, a.min_len, a.max_len, decode_attention=a.engine_child,
+                                                    decode_linear="torch"))))
         return
     if a.engine:
         engine_main(a)

@@ -267,7 +267,7 @@ def test_decode_attention_check(monkeypatch, tmp_path):
     from legorl.serving.embedded import decode_kernel
 
     line = pf.check_decode_attention(cfg())
-    assert levels(line) == ["PASS"] and "the C kernel (decode_kernel-" in line[0].message
+    assert levels(line) == ["PASS", "PASS"] and "the C kernel (decode_kernel-" in line[0].message
     assert "torch gather path" in pf.check_decode_attention(cfg(serving={"decode_attention": "torch"}))[0].message
     assert levels(pf.check_decode_attention(cfg(serving={"dtype": "bfloat16"}))) == ["PASS"]
     assert levels(pf.check_decode_attention(cfg(serving={"dtype": "bfloat16", "decode_attention": "kernel"}))) == [

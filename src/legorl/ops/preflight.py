@@ -157,7 +157,28 @@ def check_decode_attention(cfg: RunConfig, structure_only: bool = False) -> list
         return [warn(name, f"decode attention falls back to the torch gather path (the C kernel does not build: "
                            f"{e}); decode steps run slower", "install a C compiler (gcc), or set "
                                                              "serving.decode_attention = torch to say so")]
-    return [ok(name, f"decode attention: the C kernel ({Path(lib._name).name})")]
+    return [ok(name, f"decode attention: the C kernel ({Path(lib._name).name})"), *_check_decode_linear(cfg)]
+
+
+def _check_decode_linear(cfg: RunConfig) -> list[CheckResult]:
+    """Which path the replicas' few-row linears take (serving.decode_linear; the library built above)."""
+    import torch
+
+    from legorl.serving.embedded.decode_kernel import KernelUnavailable
+    from legorl.serving.embedded.skinny_linear import resolve
+    from legorl.serving.launch import default_threads_per_replica
+
+    s = cfg.serving
+    threads = s.threads_per_replica or default_threads_per_replica(s.n_replicas)
+    try:
+        kernel = resolve(s.decode_linear, torch.float32, torch.device("cpu"), threads)
+    except KernelUnavailable as e:
+        return [fatal("engine", f"serving.decode_linear = kernel cannot run here: {e}",
+                      "set serving.decode_linear = auto or torch")]
+    if kernel:
+        return [ok("engine", "decode steps' linears: the C kernel (serving.decode_linear)")]
+    return [ok("engine", f"decode steps' linears: BLAS (serving.decode_linear = {s.decode_linear}; {threads} "
+                         "thread(s) a replica, the kernel runs one)")]
 
 
 # ---- sandbox ---------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def engine_spec(cfg: RunConfig, model_dir: Path, run_dir: RunDir | None = None) 
         remote=serving.remote.model_copy(update={"adapter": serving.remote.adapter or cfg.run.name}),
         lora_rank=cfg.model.lora.rank if serving.engine == "vllm" else 0, lora_name=cfg.run.name,
         share_weights=cfg.model.lora.rank == 0,  # a LoRA run merges its adapter into each replica's weights
-        decode_attention=serving.decode_attention,
+        decode_attention=serving.decode_attention, decode_linear=serving.decode_linear,
     )
 
 
@@ -68,6 +68,7 @@ class PolicySpec:
     n_replicas: int = 1  # a run config's serving.n_replicas (embedded: threads of this process, one copy of the weights)
     threads_per_replica: int | None = None
     decode_attention: str = "auto"  # embedded: a run config's serving.decode_attention
+    decode_linear: str = "auto"  # embedded: a run config's serving.decode_linear
 
 
 @dataclass
@@ -108,7 +109,7 @@ class InProcessRuntime:
                               max_model_len=policy.max_model_len, seed=policy.seed, device=policy.device,
                               dtype=policy.dtype, n_replicas=policy.n_replicas,  # type: ignore[arg-type]
                               threads_per_replica=policy.threads_per_replica, share_weights=True,
-                              decode_attention=policy.decode_attention)
+                              decode_attention=policy.decode_attention, decode_linear=policy.decode_linear)
             server = await PolicyServer.start(spec, ProxyConfig(tool_parser=policy.tool_parser))
             endpoints = ProxyEndpoints(server.proxy)
         return cls(server, WorkerRunner(config, endpoints))

@@ -42,6 +42,7 @@ class EngineSpec:
     share_weights: bool = False  # embedded thread replicas serve one copy of the weights (create_pool)
     model: Any = None  # embedded thread replicas serve this model object of the process (the trainer's), not a load
     decode_attention: str = "auto"  # embedded: `auto`, `kernel` (the C decode kernel) or `torch` (serving.decode_attention)
+    decode_linear: str = "auto"  # embedded: `auto`, `kernel` (few-row linears in C) or `torch` (serving.decode_linear)
 
     def __post_init__(self) -> None:
         if self.kind not in (*ENGINE_KINDS, "remote"):
@@ -75,7 +76,8 @@ async def start_engines(spec: EngineSpec) -> list[Engine]:
 
     device = spec.device if spec.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     kwargs: dict = dict(kv_budget_tokens=spec.kv_budget_tokens, max_model_len=spec.max_model_len, seed=spec.seed,
-                        device=device, dtype=getattr(torch, spec.dtype), decode_attention=spec.decode_attention)
+                        device=device, dtype=getattr(torch, spec.dtype), decode_attention=spec.decode_attention,
+                        decode_linear=spec.decode_linear)
     if spec.max_num_seqs:
         kwargs["max_num_seqs"] = spec.max_num_seqs
     if spec.n_replicas == 1 and spec.placement == "thread" and spec.model is None:

@@ -1,4 +1,5 @@
-"""The embedded engine's decode attention as a small C kernel, built once per machine and called through ctypes.
+"""The embedded engine's decode attention as a small C kernel, built once per machine and called through ctypes
+(the same library holds the few-row linear of skinny_linear.py).
 
 The torch path (paged.py) gathers each decode row's KV blocks into a padded batch every layer of every step and
 runs a masked bmm over it: on 2 cores with ~14 rows of ~300 tokens that was ~30% of a decode step. The kernel
@@ -30,7 +31,8 @@ import torch
 from legorl.models.home import legorl_home
 
 MODES = ("auto", "kernel", "torch")
-_SOURCE = Path(__file__).with_name("decode_kernel.c")
+# one library: the decode attention, and the few-row linear of a decode step (skinny_linear.py)
+_SOURCES = [Path(__file__).with_name(n) for n in ("decode_kernel.c", "skinny_linear.c")]
 _lock = threading.Lock()
 
 
@@ -60,16 +62,18 @@ def _isa_flags() -> list[str]:
 def _build(cc: str) -> Path:
     compile_flags = ["-O3", "-ffast-math", "-fPIC", "-std=c11", "-pthread", *_isa_flags()]
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    key = hashlib.sha256("\0".join([_SOURCE.read_text(), *compile_flags, version]).encode()).hexdigest()[:16]
+    texts = [src.read_text() for src in _SOURCES]
+    key = hashlib.sha256("\0".join([*texts, *compile_flags, version]).encode()).hexdigest()[:16]
     out_dir = legorl_home() / "kernels"
     lib = out_dir / f"decode_kernel-{key}.so"
     if lib.is_file():
         return lib
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-        obj, so = Path(tmp) / "k.o", Path(tmp) / "k.so"
-        for cmd in ([cc, *compile_flags, "-c", str(_SOURCE), "-o", str(obj)],
-                    [cc, "-shared", "-pthread", str(obj), "-o", str(so), "-lm"]):  # no -ffast-math here: see the docstring
+        objs, so = [Path(tmp) / f"{src.stem}.o" for src in _SOURCES], Path(tmp) / "k.so"
+        compiles = [[cc, *compile_flags, "-c", str(src), "-o", str(obj)] for src, obj in zip(_SOURCES, objs, strict=True)]
+        link = [cc, "-shared", "-pthread", *map(str, objs), "-o", str(so), "-lm"]  # no -ffast-math here: see the docstring
+        for cmd in (*compiles, link):
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             if done.returncode != 0:
                 raise KernelUnavailable(f"`{' '.join(cmd)}` failed: {(done.stderr or done.stdout).strip()[:500]}")
@@ -91,6 +95,9 @@ def _load() -> ctypes.CDLL | KernelUnavailable:
     fn.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr, ptr, i64, i64, i64, i64, i64, i64, ctypes.c_float, ptr, i64, i64,
                    i64]
     fn.restype = ctypes.c_int
+    lib.legorl_skinny_linear.argtypes = [ptr, ptr, ptr, i64, i64, i64]
+    lib.legorl_skinny_linear.restype = ctypes.c_int
+    lib.legorl_skinny_linear_available.restype = ctypes.c_int
     return lib
 
 

@@ -34,6 +34,7 @@ from legorl.serving.embedded.omp import release_idle_workers
 from legorl.serving.embedded.runner import ModelRunner, model_device, probe_kv_dims
 from legorl.serving.embedded.scheduler import Scheduler
 from legorl.serving.embedded.sequence import Sequence
+from legorl.serving.embedded.skinny_linear import resolve as resolve_linear_kernel
 from legorl.serving.types import (
     ContextLengthError,
     EngineClosedError,
@@ -68,6 +69,7 @@ class EmbeddedEngine(EngineThread):
         name: str = "embedded",
         shares_weights: bool = False,
         decode_attention: str = "auto",
+        decode_linear: str = "auto",
     ):
         self.model = model.eval()
         # `model` is also served by other engines of this process (create_pool): full-weight updates are fine
@@ -99,8 +101,11 @@ class EmbeddedEngine(EngineThread):
         self._adapters = AdapterSet(model)  # LoRA: named adapters and the default one (lora.py)
         # `auto`: the C kernel when it builds and the pool is fp32 on the CPU (decode_kernel.py), else torch
         self.decode_kernel = resolve_decode_kernel(decode_attention, self.pool.k.dtype, self.pool.k.device)
+        # `auto`: the few-row linears in the C kernel for a one-thread engine of fp32 weights on the CPU
+        weight = next(model.parameters())
+        self.linear_kernel = resolve_linear_kernel(decode_linear, weight.dtype, weight.device, self.num_threads)
         self.runner = ModelRunner(model, self.pool, self.recorder, self._adapters, self.decode_kernel,
-                                  self.num_threads)
+                                  self.num_threads, self.linear_kernel)
         self.scheduler = Scheduler(self.pool, max_num_seqs, prefill_chunk, enable_prefix_caching)
         self._seed = seed
         self._order = itertools.count()

@@ -17,6 +17,7 @@ from legorl.serving.embedded.batch import StepInputs, Work, build
 from legorl.serving.embedded.blocks import BlockPool
 from legorl.serving.embedded.lora import Adapter, AdapterSet
 from legorl.serving.embedded.paged import active, install, uninstall
+from legorl.serving.embedded.skinny_linear import few_row_linears
 
 
 @dataclass
@@ -44,8 +45,9 @@ class ModelRunner:
     """Runs packed steps of the engine's model over the pool (see batch.py and paged.py)."""
 
     def __init__(self, model, pool: BlockPool, recorder: RoutingRecorder, adapters: AdapterSet | None = None,
-                 decode_kernel: bool = False, threads: int = 1):
+                 decode_kernel: bool = False, threads: int = 1, linear_kernel: bool = False):
         self.model = model
+        self.linear_kernel = linear_kernel  # few-row steps' linears in the C kernel (skinny_linear.py)
         self.decode_kernel = decode_kernel  # decode attention in the C kernel (decode_kernel.py)
         self.threads = threads  # the engine's intra-op threads: the kernel splits its rows over them
         self.adapters = adapters  # LoRA: each row's adapter, applied per step (lora.py)
@@ -73,7 +75,7 @@ class ModelRunner:
         else:
             inputs = build(self.pool, work, self.device, self.decode_kernel, self.threads)
         self.recorder.take()
-        with active(inputs.batch), lora:
+        with active(inputs.batch), lora, few_row_linears(self.linear_kernel, int(inputs.input_ids.numel())):
             out = self.model(input_ids=inputs.input_ids, position_ids=inputs.position_ids,
                              attention_mask=self._no_mask, use_cache=False, logits_to_keep=inputs.keep)
         routing = self.recorder.take()
