@@ -40,3 +40,26 @@ async def engine_step_ms(rows: int, min_len: int, max_len: int, **engine_kwargs)
     decode = times[2:]  # the first steps compute the prompts' last tokens
     return {"decode_kernel": eng.decode_kernel, "linear_kernel": eng.linear_kernel,
             "step_ms": 1e3 * statistics.median(decode)}
+
+
+def compare_modes(script: str, child_args: list[str], path_key: str, rounds: int, what: str) -> None:
+    """Alternate `torch` and `kernel` for `rounds`, each in a fresh process (`script --engine-child MODE
+    *child_args`, which prints `engine_step_ms`'s dict as its last line; `path_key` says which C path it took), then
+    print each mode's best median step and the kernel's speed-up."""
+    import json
+    import subprocess
+    import sys
+
+    runs: dict[str, list[float]] = {"torch": [], "kernel": []}
+    for _ in range(rounds):
+        for mode in runs:
+            cmd = [sys.executable, script, "--engine-child", mode, *child_args]
+            res = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+            if res[path_key] != (mode == "kernel"):
+                raise SystemExit(f"{mode}: the engine did not take that path ({res})")
+            runs[mode].append(res["step_ms"])
+    print(what)
+    for mode, ms in runs.items():
+        print(f"{mode:>6}: {min(ms):.1f} ms an engine step (median of its steps; rounds: "
+              f"{', '.join(f'{x:.1f}' for x in ms)})")
+    print(f"kernel speed-up of the decode step (best of {rounds} each): {min(runs['torch']) / min(runs['kernel']):.2f}x")

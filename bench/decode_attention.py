@@ -22,12 +22,10 @@ import argparse
 import asyncio
 import json
 import random
-import subprocess
-import sys
 import time
 
 import torch
-from _engine_step import engine_step_ms
+from _engine_step import compare_modes, engine_step_ms
 
 from legorl.serving.embedded.decode_kernel import load
 from legorl.serving.embedded.paged import StepBatch, active, paged_attention
@@ -43,21 +41,9 @@ class _Attn:
 
 
 def engine_main(a) -> None:
-    runs: dict[str, list[float]] = {"torch": [], "kernel": []}
-    for _ in range(a.rounds):
-        for mode in runs:
-            cmd = [sys.executable, __file__, "--engine-child", mode, "--rows", str(a.rows), "--min-len",
-                   str(a.min_len), "--max-len", str(a.max_len)]
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1]
-            res = json.loads(out)
-            if res["decode_kernel"] != (mode == "kernel"):
-                raise SystemExit(f"{mode}: the engine did not take that path ({res})")
-            runs[mode].append(res["step_ms"])
-    print(f"engine, {a.rows} rows decoding 64 tokens over prompts of {a.min_len}-{a.max_len} tokens, 1 thread")
-    for mode, ms in runs.items():
-        print(f"{mode:>6}: {min(ms):.1f} ms an engine step (median of its steps; rounds: "
-              f"{', '.join(f'{x:.1f}' for x in ms)})")
-    print(f"kernel speed-up of the decode step (best of {a.rounds} each): {min(runs['torch']) / min(runs['kernel']):.2f}x")
+    compare_modes(__file__, ["--rows", str(a.rows), "--min-len", str(a.min_len), "--max-len", str(a.max_len)],
+                  "decode_kernel", a.rounds,
+                  f"engine, {a.rows} rows decoding 64 tokens over prompts of {a.min_len}-{a.max_len} tokens, 1 thread")
 
 
 def main() -> None:

@@ -17,13 +17,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
-import sys
 import time
 
 import torch
 import torch.nn.functional as F
-from _engine_step import engine_step_ms
+from _engine_step import compare_modes, engine_step_ms
 
 from legorl.serving.embedded.skinny_linear import MAX_ROWS, skinny_linear
 
@@ -55,19 +53,8 @@ def linears_main(a) -> None:
 
 
 def engine_main(a) -> None:
-    runs: dict[str, list[float]] = {"torch": [], "kernel": []}
-    for _ in range(a.rounds):
-        for mode in runs:
-            cmd = [sys.executable, __file__, "--engine-child", mode, "--rows", str(a.rows[0])]
-            res = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
-            if res["linear_kernel"] != (mode == "kernel"):
-                raise SystemExit(f"{mode}: the engine did not take that path ({res})")
-            runs[mode].append(res["step_ms"])
-    print(f"engine, {a.rows[0]} rows decoding 64 tokens over prompts of 200-450 tokens, 1 thread")
-    for mode, ms in runs.items():
-        print(f"{mode:>6}: {min(ms):.1f} ms an engine step (median of its steps; rounds: "
-              f"{', '.join(f'{x:.1f}' for x in ms)})")
-    print(f"kernel speed-up of the decode step (best of {a.rounds} each): {min(runs['torch']) / min(runs['kernel']):.2f}x")
+    compare_modes(__file__, ["--rows", str(a.rows[0])], "linear_kernel", a.rounds,
+                  f"engine, {a.rows[0]} rows decoding 64 tokens over prompts of 200-450 tokens, 1 thread")
 
 
 def main() -> None:
