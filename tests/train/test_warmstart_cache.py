@@ -143,3 +143,20 @@ def test_legorl_train_reuses_the_warm_start_of_an_earlier_run(tiny_llama_dir, tm
     assert cached == [0.0, 1.0]
     a, b = (tmp_path / "runs" / n / "warm_start" / "model" / "model.safetensors" for n in "ab")
     assert a.read_bytes() == b.read_bytes()
+
+
+def test_a_damaged_entry_means_a_fresh_fine_tune(tiny_llama_dir, tmp_path, fine_tunes):
+    """An entry whose model went missing (evicted by another run meanwhile) or whose record is unreadable: the run
+    says so and fine-tunes, then stores a whole entry again."""
+    import shutil
+
+    demos, lines = _demos(tmp_path), []
+    _run(_cfg(tiny_llama_dir, demos), tmp_path / "runs", "a", lines)
+    [entry] = [p for p in wc.cache_root().iterdir() if not p.name.startswith(".")]
+    shutil.rmtree(entry / "model")
+    done = json.loads((_run(_cfg(tiny_llama_dir, demos), tmp_path / "runs", "b", lines) / "done.json").read_text())
+    assert done["cached"] == 0.0 and len(fine_tunes) == 2
+    assert [ln for ln in lines if "could not be used" in ln and "fine-tuning" in ln]
+    assert (entry / "model" / "model.safetensors").is_file()  # stored whole again
+    (entry / wc.DONE).write_text("{not json")
+    assert wc.lookup(entry.name) is None

@@ -300,13 +300,17 @@ async def warm_start(cfg: RunConfig, run_dir: RunDir, model_dir: Path, train_tas
     seed = cfg.run.seed if section.seed is None else section.seed
     key = cache_key(model_dir, examples, section, seed, checkpointing) if section.cache else None
     entry = lookup(key) if key else None
+    stats: dict[str, float] = {}
     if entry is not None:
-        restore(entry, root / "model")
-        before = cached_stats(entry)
-        stats = {"nll_first": before["nll_first"], "nll_last": before["nll_last"], "cached": 1.0}
-        on_line(f"warm start: the same model, demonstrations and settings were fine-tuned before on this machine: "
-                f"reusing {entry} (warm_start.cache)")
-    else:
+        try:
+            before = cached_stats(entry)
+            restore(entry, root / "model")
+            stats = {"nll_first": before["nll_first"], "nll_last": before["nll_last"], "cached": 1.0}
+            on_line(f"warm start: the same model, demonstrations and settings were fine-tuned before on this "
+                    f"machine: reusing {entry} (warm_start.cache)")
+        except (OSError, KeyError, ValueError) as exc:  # evicted or damaged meanwhile: fine-tune instead
+            on_line(f"warm start: the cached {entry} could not be used ({exc}); fine-tuning")
+    if not stats:
         stats = await asyncio.to_thread(finetune, model_dir, examples, section, seed, root / "model",
                                         on_line, checkpointing)
         trim_heap()  # the warm start's model, grads and AdamW state are garbage now: give their pages back

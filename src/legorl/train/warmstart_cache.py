@@ -54,9 +54,11 @@ def cache_key(model_dir: Path, examples: list, section: WarmStartSection, seed: 
 def lookup(key: str) -> Path | None:
     """The cached entry for `key` (marked as just used), or None."""
     entry = cache_root() / key
-    if not (entry / DONE).is_file():
+    try:
+        json.loads((entry / DONE).read_text())
+        os.utime(entry)
+    except (OSError, ValueError):  # none, or evicted by another run meanwhile
         return None
-    os.utime(entry)
     return entry
 
 
@@ -84,8 +86,11 @@ def store(key: str, model_dir: Path, stats: dict[str, float], on_line: Callable[
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
         shutil.copytree(model_dir, tmp / "model")
         (tmp / DONE).write_text(json.dumps(stats, indent=1) + "\n")
+        target = root / key
+        if target.exists() and not (target / "model" / "config.json").is_file():  # a damaged entry: replace it
+            shutil.rmtree(target, ignore_errors=True)
         try:
-            tmp.rename(root / key)  # atomic: a reader sees the whole entry or none
+            tmp.rename(target)  # atomic: a reader sees the whole entry or none
         except OSError:  # another run stored the same key meanwhile: theirs is the same computation
             shutil.rmtree(tmp, ignore_errors=True)
         entries = sorted((p for p in root.iterdir() if not p.name.startswith(".") and (p / DONE).is_file()),
