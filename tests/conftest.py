@@ -155,3 +155,13 @@ def pytest_xdist_make_scheduler(config, log):
             return _worker_group(nodeid) or nodeid
 
     return VLLMFilesOnOneWorker(config, log)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_warm_start_cache(tmp_path_factory):
+    """`warm_start.cache` stores under this session's temporary directory (subprocesses inherit it), never in the
+    user's $LEGORL_HOME, where the tiny models' entries would evict real ones."""
+    import os
+
+    os.environ["LEGORL_WARM_STARTS"] = str(tmp_path_factory.mktemp("warm_starts"))
+

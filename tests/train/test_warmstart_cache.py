@@ -46,6 +46,7 @@ def _run(cfg: RunConfig, out: Path, name: str, lines: list[str]) -> Path:
 def fine_tunes(monkeypatch, tmp_path):
     """A private $LEGORL_HOME, and a count of the real fine-tunes run."""
     monkeypatch.setenv("LEGORL_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LEGORL_WARM_STARTS")  # the suite's own (conftest.py): these tests count entries
     calls: list[int] = []
     real = ws.finetune
 
@@ -107,6 +108,7 @@ def test_the_newest_entries_are_kept_and_a_failure_only_warns(tmp_path, monkeypa
     import time
 
     monkeypatch.setenv("LEGORL_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LEGORL_WARM_STARTS")
     model = tmp_path / "m"
     model.mkdir()
     (model / "config.json").write_text("{}")
@@ -128,7 +130,7 @@ def test_legorl_train_reuses_the_warm_start_of_an_earlier_run(tiny_llama_dir, tm
     import os
 
     demos = _demos(tmp_path)
-    env = {**os.environ, "LEGORL_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "LEGORL_HOME": str(tmp_path / "home"), "LEGORL_WARM_STARTS": str(tmp_path / "ws")}
     cfg = tiny_run_config("t", trainer={"train_batch_size": 2, "total_steps": 1, "save_freq": 0,
                                         "val_before_train": False},
                           warm_start={"enabled": True, "data": str(demos), "epochs": 1, "lr": 1e-3})

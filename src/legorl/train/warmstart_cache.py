@@ -29,7 +29,10 @@ _KEY_VERSION = 1  # bump when the fine-tune's computation changes for the same i
 
 
 def cache_root() -> Path:
-    return legorl_home() / "warm_starts"
+    """`$LEGORL_WARM_STARTS`, else `$LEGORL_HOME/warm_starts` (the test suite points the variable at a temporary
+    directory, so its tiny models' entries never evict a user's)."""
+    override = os.environ.get("LEGORL_WARM_STARTS")
+    return Path(override).expanduser() if override else legorl_home() / "warm_starts"
 
 
 def cache_key(model_dir: Path, examples: list, section: WarmStartSection, seed: int, checkpointing: bool) -> str:
