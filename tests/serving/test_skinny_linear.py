@@ -54,13 +54,14 @@ def test_only_few_row_fp32_inference_calls_take_the_kernel(monkeypatch):
         F.linear(torch.randn(4, 64, dtype=torch.float64), w.double())
         F.linear(torch.randn(4, 64), w.t().contiguous().t())  # a strided weight
         torch.nn.Linear(64, 24)(torch.randn(2, 64))  # a module's forward: taken
+        F.linear(input=torch.randn(3, 64), weight=w, bias=torch.zeros(24))  # by keyword: taken
     with few_row_linears(True, 16):
         F.linear(torch.randn(4, 64), w)  # autograd on: the trainer's kind of call
     with torch.no_grad(), few_row_linears(True, MAX_ROWS + 1):  # a long step: no mode at all
         F.linear(torch.randn(4, 64), w)
     with torch.no_grad(), few_row_linears(False, 4):
         F.linear(torch.randn(4, 64), w)
-    assert taken == [(1, 16, 64), (2, 64)]
+    assert taken == [(1, 16, 64), (2, 64), (3, 64)]
 
 
 async def test_a_one_thread_engine_keeps_its_logprobs_exact_with_the_kernel(tiny_llama_dir, monkeypatch):

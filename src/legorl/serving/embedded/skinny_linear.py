@@ -75,9 +75,10 @@ class _FewRowLinears(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is F.linear:
-            x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
-            if _fits(x, w):
-                return skinny_linear(x, w, args[2] if len(args) > 2 else kwargs.get("bias"))
+            named = dict(zip(("input", "weight", "bias"), args, strict=False)) | kwargs
+            x, w = named.get("input"), named.get("weight")
+            if isinstance(x, torch.Tensor) and isinstance(w, torch.Tensor) and _fits(x, w):
+                return skinny_linear(x, w, named.get("bias"))
         return func(*args, **kwargs)
 
 
