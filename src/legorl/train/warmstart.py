@@ -35,7 +35,7 @@ from legorl.tasks.model import Task
 from legorl.train.heap import trim_heap
 from legorl.train.logprobs import token_logprobs
 from legorl.train.schedule import lr_lambda
-from legorl.train.warmstart_cache import cache_key, cached_stats, lookup, restore, store
+from legorl.train.warmstart_cache import cache_key, lookup, restore, store
 
 DEMONSTRATION_FILE = "demonstration.json"
 TASK_DEMONSTRATIONS = "task-demonstrations"
@@ -299,11 +299,11 @@ async def warm_start(cfg: RunConfig, run_dir: RunDir, model_dir: Path, train_tas
     checkpointing = bool(cfg.model.gradient_checkpointing)
     seed = cfg.run.seed if section.seed is None else section.seed
     key = cache_key(model_dir, examples, section, seed, checkpointing) if section.cache else None
-    entry = lookup(key) if key else None
+    hit = lookup(key) if key else None
     stats: dict[str, float] = {}
-    if entry is not None:
+    if hit is not None:
+        entry, before = hit
         try:
-            before = cached_stats(entry)
             restore(entry, root / "model")
             stats = {"nll_first": before["nll_first"], "nll_last": before["nll_last"], "cached": 1.0}
             on_line(f"warm start: the same model, demonstrations and settings were fine-tuned before on this "

@@ -54,19 +54,16 @@ def cache_key(model_dir: Path, examples: list, section: WarmStartSection, seed: 
     return h.hexdigest()[:32]
 
 
-def lookup(key: str) -> Path | None:
-    """The cached entry for `key` (marked as just used), or None."""
+def lookup(key: str) -> tuple[Path, dict[str, float]] | None:
+    """The cached entry for `key` and its record (the fine-tune's NLL), marked as just used; None when there is none
+    or it cannot be read."""
     entry = cache_root() / key
     try:
-        json.loads((entry / DONE).read_text())
+        stats = json.loads((entry / DONE).read_text())
         os.utime(entry)
     except (OSError, ValueError):  # none, or evicted by another run meanwhile
         return None
-    return entry
-
-
-def cached_stats(entry: Path) -> dict[str, float]:
-    return json.loads((entry / DONE).read_text())
+    return entry, stats
 
 
 def restore(entry: Path, out_dir: Path) -> None:
