@@ -4,6 +4,7 @@ dashboard read it.
     <output_dir>/<name>/config.json                     the resolved run config
     <output_dir>/<name>/logs/<name>.log, <name>.jsonl   one record per step (legorl.ops.metrics)
     <output_dir>/<name>/checkpoints/step_<n>/, latest   legorl.train.checkpoint
+    <output_dir>/<name>/warm_start/model/, done.json    legorl.train.warmstart (the RL steps' base model)
     <output_dir>/<name>/trials/<name>/step_<n>/<trial>/ result.json, proxy_trajectory.json, agent/, verifier.log
     <output_dir>/<name>/vllm/replica<i>/                vLLM server logs and caches
 """
@@ -48,6 +49,10 @@ class RunDir:
     @property
     def checkpoints(self) -> Path:
         return self.root / "checkpoints"
+
+    @property
+    def warm_start(self) -> Path:
+        return self.root / "warm_start"
 
     @property
     def trials(self) -> Path:

@@ -74,3 +74,51 @@ def test_lora_train_resume_and_export(tmp_path, tiny_run_config, tiny_llama_dir)
         assert (ref - plain(input_ids=ids).logits).abs().max() > 1e-3  # the adapter learned something
         assert (peft_model(input_ids=ids).logits - ref).abs().max() < 1e-5
         assert (merged(input_ids=ids).logits - ref).abs().max() < 1e-5
+
+
+@pytest.mark.slow
+def test_export_of_a_warm_started_lora_run_merges_onto_its_warm_start(tmp_path, tiny_run_config, tiny_llama_dir):
+    """A LoRA adapter trained after a warm start belongs on the warm-started model, not on `model.path`:
+    `legorl export RUN OUT` without --model takes the base from the run (merged and PEFT forms)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from legorl.config import load_config
+    from legorl.train.lora import attach_lora, load_adapter
+
+    demos = tmp_path / "demos.jsonl"
+    msgs = [{"role": "user", "content": "Read /app/a.txt and do it."},
+            {"role": "assistant", "content": "```bash\ncat /app/a.txt\n```"}]
+    demos.write_text("".join(json.dumps({"messages": msgs}) + "\n" for _ in range(2)))
+    cfg = tiny_run_config("w", trainer={"train_batch_size": 2, "total_steps": 1, "save_freq": 1,
+                                        "val_before_train": False},
+                          warm_start={"enabled": True, "data": str(demos), "epochs": 1, "lr": 1e-2})
+    res = legorl("train", str(cfg), "--no-progress", *LORA)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run, warm = tmp_path / "runs" / "w", tmp_path / "runs" / "w" / "warm_start" / "model"
+    merged_dir, adapter_dir = tmp_path / "merged", tmp_path / "adapter"
+    res = legorl("export", str(run), str(merged_dir), "--merge")
+    assert res.returncode == 0 and f"base model: {warm}" in res.stderr, res.stderr[-2000:]
+    assert legorl("export", str(run), str(adapter_dir)).returncode == 0
+    assert json.loads((adapter_dir / "adapter_config.json").read_text())["base_model_name_or_path"] == str(warm)
+
+    mine = AutoModelForCausalLM.from_pretrained(warm, dtype=torch.float32).eval()
+    attach_lora(mine, load_config(None, LORA).model.lora)
+    load_adapter(mine, load_file(str(run / "checkpoints" / "step_1" / "adapter.safetensors")))
+    merged = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32).eval()
+    plain = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).eval()
+    peft_model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(warm, dtype=torch.float32),
+                                           adapter_dir).eval()
+    ids = torch.arange(3, 50).unsqueeze(0)
+    with torch.no_grad():
+        ref = mine(input_ids=ids).logits
+        assert (ref - plain(input_ids=ids).logits).abs().max() > 1e-3  # the warm start moved the base
+        assert (merged(input_ids=ids).logits - ref).abs().max() < 1e-5
+        assert (peft_model(input_ids=ids).logits - ref).abs().max() < 1e-5
+
+
+def test_export_outside_a_run_asks_for_the_base_model(tmp_path):
+    ckpt = tmp_path / "step_3"
+    ckpt.mkdir()
+    res = legorl("export", str(ckpt), str(tmp_path / "out"))
+    assert res.returncode != 0 and "--model" in res.stderr, res.stderr[-2000:]

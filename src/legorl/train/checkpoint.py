@@ -143,6 +143,21 @@ def load_checkpoint(path: Path, trainer: Checkpointable) -> TrainerState:
     return TrainerState(meta["step"], meta["data_state"], meta["weight_version"])
 
 
+def trained_from(checkpoint: Path) -> str | None:
+    """The model a run's checkpoint was trained from: the run's warm-started model when it made one (a LoRA
+    adapter was trained on top of it), else the run config's `model.path`; None outside a run directory."""
+    if checkpoint.parent.name != "checkpoints":
+        return None
+    run = checkpoint.parent.parent
+    warm = run / "warm_start"
+    if (warm / "done.json").is_file() and (warm / "model" / "config.json").is_file():
+        return str(warm / "model")
+    try:
+        return str(json.loads((run / "config.json").read_text())["model"]["path"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def export_hf(checkpoint: Path, base_model_dir: Path, out: Path) -> Path:
     """A checkpoint as a plain HF model dir (config + tokenizer from the base model)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

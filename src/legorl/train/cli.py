@@ -87,13 +87,15 @@ def register(app: typer.Typer) -> None:
         checkpoint: Path = typer.Argument(..., help="A checkpoint dir (runs/<name>/checkpoints/step_N) or a run "
                                                     "dir (runs/<name>: its newest checkpoint)."),
         out: Path = typer.Argument(..., help="Where to write the HF model (or PEFT adapter) directory."),
-        model: str = typer.Option("smollm2-135m-instruct", help="The run's base model (config + tokenizer)."),
+        model: str | None = typer.Option(None, help="The model the checkpoint was trained from (config, "
+                                                    "tokenizer; a LoRA adapter's base). Default: read from the "
+                                                    "run: its warm-started model, else its model.path."),
         merge: bool = typer.Option(False, "--merge", help="LoRA: write the base with the adapter merged in (a "
                                                           "plain HF model) instead of a PEFT adapter dir."),
     ) -> None:
         """Export a checkpoint as a plain Hugging Face model directory (LoRA: a PEFT adapter dir, or --merge)."""
         from legorl.models import resolve_model
-        from legorl.train.checkpoint import export_hf, latest_checkpoint
+        from legorl.train.checkpoint import export_hf, latest_checkpoint, trained_from
         from legorl.train.lora_export import export_merged, export_peft_adapter, is_lora_checkpoint
 
         if (checkpoint / "checkpoints").is_dir():
@@ -101,12 +103,17 @@ def register(app: typer.Typer) -> None:
             if found is None:
                 _fail([f"{checkpoint}: the run has no complete checkpoint yet"])
             checkpoint = found
+        base = model or trained_from(checkpoint)
+        if base is None:
+            _fail([f"{checkpoint}: not inside a run directory, so its base model is unknown -> pass --model"])
+        if model is None:
+            typer.echo(f"base model: {base} (from the run; --model overrides)", err=True)
         if is_lora_checkpoint(checkpoint):
             export = export_merged if merge else export_peft_adapter
-            typer.echo(str(export(checkpoint, resolve_model(model), out)))
+            typer.echo(str(export(checkpoint, resolve_model(base), out)))
             return
         if merge:
             _fail([f"{checkpoint}: --merge is for LoRA checkpoints; this one holds full weights already"])
         if not any((checkpoint / f).is_file() for f in ("model.safetensors", "model.safetensors.index.json")):
             _fail([f"{checkpoint}: not a legorl checkpoint (no model.safetensors, shard index or adapter)"])
-        typer.echo(str(export_hf(checkpoint, resolve_model(model), out)))
+        typer.echo(str(export_hf(checkpoint, resolve_model(base), out)))

@@ -277,7 +277,7 @@ async def warm_start(cfg: RunConfig, run_dir: RunDir, model_dir: Path, train_tas
     """The warm-started model directory: made once per run (`<run>/warm_start/model`), reused after."""
     section = cfg.warm_start
     t0 = time.perf_counter()
-    root = run_dir.root / "warm_start"
+    root = run_dir.warm_start
     done = root / "done.json"
     if done.is_file():
         on_line(f"warm start: reusing {root / 'model'}")
@@ -324,7 +324,7 @@ async def warm_start(cfg: RunConfig, run_dir: RunDir, model_dir: Path, train_tas
 
 def warm_start_metrics(run_dir: RunDir) -> dict[str, float]:
     """The warm start's figures for the step-0 log line (`warm_start/*`); empty when there was none."""
-    done = run_dir.root / "warm_start" / "done.json"
+    done = run_dir.warm_start / "done.json"
     if not done.is_file():
         return {}
     return {f"warm_start/{k}": float(v) for k, v in json.loads(done.read_text()).items()}
