@@ -15,12 +15,23 @@
 
 #define AHEAD 2 /* weight blocks prefetched ahead */
 
+/* Horizontal sums, all in one order, ((v0+v1)+(v2+v3)) + ((v4+v5)+(v6+v7)), so that a y element's bits do not
+ * depend on which path (4, 2 or 1 x rows) computed it. Eight or four at once cost about what one does alone. */
 static inline float hsum(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_hadd_ps(lo, lo);
-    lo = _mm_hadd_ps(lo, lo);
-    return _mm_cvtss_f32(lo);
+    v = _mm256_hadd_ps(v, v);
+    v = _mm256_hadd_ps(v, v);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+}
+
+static inline __m256 hsum8(__m256 v0, __m256 v1, __m256 v2, __m256 v3, __m256 v4, __m256 v5, __m256 v6, __m256 v7) {
+    __m256 lo = _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3)); /* [v0..v3 low | v0..v3 high] */
+    __m256 hi = _mm256_hadd_ps(_mm256_hadd_ps(v4, v5), _mm256_hadd_ps(v6, v7));
+    return _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31));
+}
+
+static inline __m128 hsum4(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+    __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
+    return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
 /* two cache lines of the block AHEAD blocks on, per call, until all of its lines are asked for */
@@ -58,11 +69,27 @@ int legorl_skinny_linear(const float *x, const float *w, float *y, int64_t M, in
                 a = _mm256_loadu_ps(x3 + k);
                 a30 = _mm256_fmadd_ps(a, b0, a30); a31 = _mm256_fmadd_ps(a, b1, a31); a32 = _mm256_fmadd_ps(a, b2, a32);
             }
-            float *o = y + m * N + n;
-            o[0] = hsum(a00); o[1] = hsum(a01); o[2] = hsum(a02); o += N;
-            o[0] = hsum(a10); o[1] = hsum(a11); o[2] = hsum(a12); o += N;
-            o[0] = hsum(a20); o[1] = hsum(a21); o[2] = hsum(a22); o += N;
-            o[0] = hsum(a30); o[1] = hsum(a31); o[2] = hsum(a32);
+            float s[12], *o = y + m * N + n;
+            _mm256_storeu_ps(s, hsum8(a00, a01, a02, a10, a11, a12, a20, a21));
+            _mm_storeu_ps(s + 8, hsum4(a22, a30, a31, a32));
+            for (int r = 0; r < 4; r++, o += N) { o[0] = s[3 * r]; o[1] = s[3 * r + 1]; o[2] = s[3 * r + 2]; }
+        }
+        for (; m + 2 <= M; m += 2) {
+            const float *x0 = x + m * K, *x1 = x0 + K;
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
+            for (int64_t k = 0; k < K; k += 8) {
+                PREFETCH();
+                __m256 b0 = _mm256_loadu_ps(w0 + k), b1 = _mm256_loadu_ps(w1 + k), b2 = _mm256_loadu_ps(w2 + k), a;
+                a = _mm256_loadu_ps(x0 + k);
+                a00 = _mm256_fmadd_ps(a, b0, a00); a01 = _mm256_fmadd_ps(a, b1, a01); a02 = _mm256_fmadd_ps(a, b2, a02);
+                a = _mm256_loadu_ps(x1 + k);
+                a10 = _mm256_fmadd_ps(a, b0, a10); a11 = _mm256_fmadd_ps(a, b1, a11); a12 = _mm256_fmadd_ps(a, b2, a12);
+            }
+            float s[8], *o = y + m * N + n;
+            __m256 z = _mm256_setzero_ps();
+            _mm256_storeu_ps(s, hsum8(a00, a01, a02, a10, a11, a12, z, z));
+            o[0] = s[0]; o[1] = s[1]; o[2] = s[2]; o += N;
+            o[0] = s[3]; o[1] = s[4]; o[2] = s[5];
         }
         for (; m < M; m++) {
             const float *x0 = x + m * K;
@@ -74,8 +101,9 @@ int legorl_skinny_linear(const float *x, const float *w, float *y, int64_t M, in
                 a1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w1 + k), a1);
                 a2 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w2 + k), a2);
             }
-            float *o = y + m * N + n;
-            o[0] = hsum(a0); o[1] = hsum(a1); o[2] = hsum(a2);
+            float s[4], *o = y + m * N + n;
+            _mm_storeu_ps(s, hsum4(a0, a1, a2, _mm256_setzero_ps()));
+            o[0] = s[0]; o[1] = s[1]; o[2] = s[2];
         }
     }
     for (; n < N; n++) { /* the last one or two weight rows */
