@@ -106,3 +106,35 @@ def test_train_cli_tunes_the_heap(monkeypatch):
     monkeypatch.setattr(heap, "tune_heap", lambda: calls.append("tune"))
     result = CliRunner().invoke(app, ["train", "/nonexistent.toml"])
     assert result.exit_code != 0 and calls == ["tune"]
+
+
+def test_legorl_train_fixes_the_mmap_threshold_after_the_warm_start(monkeypatch, tmp_path, tiny_run_config):
+    """The fixed threshold makes the warm start's SFT ~1.2x slower (page faults), so a run sets it only for
+    its RL phase. The warm start and the trainer are replaced here: only the order is under test."""
+    import asyncio
+
+    from legorl.config import load_config
+    from legorl.train import loop
+
+    calls: list[str] = []
+
+    async def warm_start(cfg, run_dir, model_dir, tasks, on_line):
+        calls.append("warm start")
+        return model_dir
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_a, **_k):
+        raise Stop
+
+    monkeypatch.setattr(loop, "warm_start", warm_start)
+    monkeypatch.setattr(loop, "fix_mmap_threshold", lambda: calls.append("threshold"))
+    monkeypatch.setattr(loop, "start_trainer", stop)
+    monkeypatch.setattr(loop, "start_runtime", stop)
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}\n')
+    cfg = load_config(tiny_run_config("h", warm_start={"enabled": True, "data": str(demos)}), [])
+    with pytest.raises(Stop):
+        asyncio.run(loop.train(cfg, progress=False))
+    assert calls == ["warm start", "threshold"]

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         from legorl.config import ConfigError, load_config
         from legorl.train.heap import tune_heap
 
-        tune_heap()  # before any thread allocates: two malloc arenas, large buffers mmapped (train/heap.py)
+        tune_heap()  # before any thread allocates: two malloc arenas (train/heap.py)
 
         try:
             cfg = load_config(config, [*(overrides or []), *([f"trainer.n_ranks={nproc}"] if nproc else [])])

@@ -10,7 +10,10 @@ their own free lists. A fixed `M_MMAP_THRESHOLD` of 1 MiB keeps large buffers ou
 default threshold starts at 128 KiB and rises to the size of every mmapped block freed (up to 32 MiB), so
 after the first update a layer's multi-MiB activations and gradients are carved from the heap, where a
 few live blocks pin the freed ones between them (~0.85 GB of the update's peak at 135M; docs/agent.md,
-Memory). None of this changes a computed value. No-ops off glibc.
+Memory). That threshold is set only once the warm start is done (`legorl train`'s RL phase): every large
+buffer then costs an mmap and fresh zeroed pages, which made the warm start's SFT 1.2x slower (sys time 3x),
+and the warm start's peak, before the engines start, is below the update's anyway. None of this changes a
+computed value. No-ops off glibc.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ M_ARENA_MAX = -8
 ARENA_MAX = 2  # the event loop's thread and everything else (engine, update, workers) share two arenas
 # bench/update_memory.py (AVX2 box, --groups 2): 2026-12-05, update peak 3.64 GB at 1 MiB vs 4.39 GB at
 # glibc's dynamic threshold, at 89.6 vs 78.4 s an update; 2026-12-04 (MALLOC_MMAP_THRESHOLD_), 3.55 vs 4.27 GB
-# at 81 vs 84 s, 3.43 GB at 128 KiB (106 s: page faults), 4.27 GB at 4 MiB (docs/agent.md, Memory)
+# at 81 vs 84 s, 3.43 GB at 128 KiB (106 s: page faults), 4.27 GB at 4 MiB (docs/agent.md, Memory). The warm
+# start's SFT (one epoch of 40 look-act transcripts, MALLOC_MMAP_THRESHOLD_=1048576 against unset, 2-core Zen 4,
+# 2026-12-06): 64.6 / 66.7 s against 55.0 / 53.0 s, sys 25.7 / 27.0 against 8.8 / 9.2 s
 MMAP_THRESHOLD = 1 << 20
 
 
@@ -61,9 +66,9 @@ def fix_mmap_threshold(nbytes: int = MMAP_THRESHOLD) -> bool:
 
 
 def tune_heap() -> None:
-    """What `legorl train` sets before any thread allocates: two arenas and a fixed mmap threshold."""
+    """What `legorl train` sets before any thread allocates: two arenas (the mmap threshold comes after the
+    warm start: train/loop.py)."""
     limit_arenas()
-    fix_mmap_threshold()
 
 
 def trim_heap() -> bool:
