@@ -1,5 +1,6 @@
-"""`legorl train` with `model.lora.rank` set from the CLI on the tiny model: 2 steps, adapter-only checkpoints
-and weight syncs, `--resume`, then `legorl export` as a PEFT adapter (loaded by peft) and `--merge`."""
+"""`legorl train` with `model.lora.rank` set from the CLI on the tiny model, after a warm start: 2 steps,
+adapter-only checkpoints and weight syncs, `--resume`, then `legorl export` as a PEFT adapter (loaded by peft) and
+`--merge`, both onto the warm-started model the adapter was trained on (read from the run)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,15 @@ LORA = ["model.lora.rank=4", "model.lora.alpha=8", "trainer.lr=1e-2"]
 
 @pytest.mark.slow
 def test_lora_train_resume_and_export(tmp_path, tiny_run_config, tiny_llama_dir):
+    demos = tmp_path / "demos.jsonl"
+    msgs = [{"role": "user", "content": "Read /app/a.txt and do it."},
+            {"role": "assistant", "content": "```bash\ncat /app/a.txt\n```"}]
+    demos.write_text("".join(json.dumps({"messages": msgs}) + "\n" for _ in range(2)))
     cfg = tiny_run_config("t", trainer={"train_batch_size": 2, "total_steps": 2, "save_freq": 1,
-                                        "max_logprob_abs_diff": 1e-3})
+                                        "max_logprob_abs_diff": 1e-3},
+                          warm_start={"enabled": True, "data": str(demos), "epochs": 1, "lr": 1e-2})
     run = tmp_path / "runs" / "t"
+    warm = run / "warm_start" / "model"  # the adapter's base
     res = legorl("train", str(cfg), "--no-progress", *LORA)
     assert res.returncode == 0, res.stderr[-3000:]
     ckpt = run / "checkpoints" / "step_2"
@@ -36,6 +43,8 @@ def test_lora_train_resume_and_export(tmp_path, tiny_run_config, tiny_llama_dir)
     assert adapter_bytes < 0.2 * base_bytes
     assert "state" in torch.load(ckpt / "optim.pt", weights_only=False)["optimizer"]
     m = [json.loads(line) for line in (run / "logs" / "t.jsonl").read_text().splitlines()]
+    assert m[0]["step"] == 0 and m[0]["warm_start/transcripts"] == 2  # the warm start's record
+    m = m[1:]
     assert [r["step"] for r in m] == [1, 2]
     assert all(r["weight_sync/bytes"] == adapter_bytes for r in m)  # the adapter only, every sync
     assert all(r["rollout_corr/abs_diff_mean"] <= 1e-5 for r in m)  # the engine served the synced adapter
@@ -43,78 +52,40 @@ def test_lora_train_resume_and_export(tmp_path, tiny_run_config, tiny_llama_dir)
     res = legorl("train", str(cfg), "--resume", "--no-progress", *LORA, "trainer.total_steps=3")
     assert res.returncode == 0, res.stderr[-3000:]
     assert "resumed from" in res.stdout
-    assert [json.loads(line)["step"] for line in (run / "logs" / "t.jsonl").read_text().splitlines()] == [1, 2, 3]
+    assert [json.loads(line)["step"] for line in (run / "logs" / "t.jsonl").read_text().splitlines()] == [0, 1, 2, 3]
     wrong = legorl("train", str(cfg), "--resume", "--no-progress", "trainer.total_steps=4")
     assert wrong.returncode == 2 and "model.lora.rank" in wrong.stderr, wrong.stderr[-2000:]
 
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    out = tmp_path / "adapter"
-    res = legorl("export", str(run), str(out), "--model", str(tiny_llama_dir))
-    assert res.returncode == 0, res.stderr[-2000:]
+    out = tmp_path / "adapter"  # no --model: the base is read from the run
+    res = legorl("export", str(run), str(out))
+    assert res.returncode == 0 and f"base model: {warm}" in res.stderr, res.stderr[-2000:]
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(warm)
     merged_dir = tmp_path / "merged"
-    res = legorl("export", str(run), str(merged_dir), "--model", str(tiny_llama_dir), "--merge")
+    res = legorl("export", str(run), str(merged_dir), "--merge")
     assert res.returncode == 0, res.stderr[-2000:]
 
     # the trainer's own forward on the step-3 adapter is the reference
     from legorl.config import load_config
     from legorl.train.lora import attach_lora, load_adapter
 
-    mine = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).eval()
+    mine = AutoModelForCausalLM.from_pretrained(warm, dtype=torch.float32).eval()
     attach_lora(mine, load_config(None, LORA).model.lora)
     load_adapter(mine, load_file(str(run / "checkpoints" / "step_3" / "adapter.safetensors")))
-    base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).eval()
+    base = AutoModelForCausalLM.from_pretrained(warm, dtype=torch.float32).eval()
     peft_model = PeftModel.from_pretrained(base, out).eval()
     merged = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32).eval()
-    plain = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).eval()
+    plain = AutoModelForCausalLM.from_pretrained(warm, dtype=torch.float32).eval()
+    first = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).eval()
     ids = torch.arange(3, 50).unsqueeze(0)
     with torch.no_grad():
         ref = mine(input_ids=ids).logits
         assert (ref - plain(input_ids=ids).logits).abs().max() > 1e-3  # the adapter learned something
+        assert (plain(input_ids=ids).logits - first(input_ids=ids).logits).abs().max() > 1e-3  # so did the warm start
         assert (peft_model(input_ids=ids).logits - ref).abs().max() < 1e-5
         assert (merged(input_ids=ids).logits - ref).abs().max() < 1e-5
-
-
-@pytest.mark.slow
-def test_export_of_a_warm_started_lora_run_merges_onto_its_warm_start(tmp_path, tiny_run_config, tiny_llama_dir):
-    """A LoRA adapter trained after a warm start belongs on the warm-started model, not on `model.path`:
-    `legorl export RUN OUT` without --model takes the base from the run (merged and PEFT forms)."""
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
-    from legorl.config import load_config
-    from legorl.train.lora import attach_lora, load_adapter
-
-    demos = tmp_path / "demos.jsonl"
-    msgs = [{"role": "user", "content": "Read /app/a.txt and do it."},
-            {"role": "assistant", "content": "```bash\ncat /app/a.txt\n```"}]
-    demos.write_text("".join(json.dumps({"messages": msgs}) + "\n" for _ in range(2)))
-    cfg = tiny_run_config("w", trainer={"train_batch_size": 2, "total_steps": 1, "save_freq": 1,
-                                        "val_before_train": False},
-                          warm_start={"enabled": True, "data": str(demos), "epochs": 1, "lr": 1e-2})
-    res = legorl("train", str(cfg), "--no-progress", *LORA)
-    assert res.returncode == 0, res.stderr[-3000:]
-    run, warm = tmp_path / "runs" / "w", tmp_path / "runs" / "w" / "warm_start" / "model"
-    merged_dir, adapter_dir = tmp_path / "merged", tmp_path / "adapter"
-    res = legorl("export", str(run), str(merged_dir), "--merge")
-    assert res.returncode == 0 and f"base model: {warm}" in res.stderr, res.stderr[-2000:]
-    assert legorl("export", str(run), str(adapter_dir)).returncode == 0
-    assert json.loads((adapter_dir / "adapter_config.json").read_text())["base_model_name_or_path"] == str(warm)
-
-    mine = AutoModelForCausalLM.from_pretrained(warm, dtype=torch.float32).eval()
-    attach_lora(mine, load_config(None, LORA).model.lora)
-    load_adapter(mine, load_file(str(run / "checkpoints" / "step_1" / "adapter.safetensors")))
-    merged = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32).eval()
-    plain = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).eval()
-    peft_model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(warm, dtype=torch.float32),
-                                           adapter_dir).eval()
-    ids = torch.arange(3, 50).unsqueeze(0)
-    with torch.no_grad():
-        ref = mine(input_ids=ids).logits
-        assert (ref - plain(input_ids=ids).logits).abs().max() > 1e-3  # the warm start moved the base
-        assert (merged(input_ids=ids).logits - ref).abs().max() < 1e-5
-        assert (peft_model(input_ids=ids).logits - ref).abs().max() < 1e-5
 
 
 def test_export_outside_a_run_asks_for_the_base_model(tmp_path):
