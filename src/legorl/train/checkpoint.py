@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from legorl.rundir import RunDir
+
 INDEX = "model.safetensors.index.json"
 
 
@@ -148,12 +150,12 @@ def trained_from(checkpoint: Path) -> str | None:
     adapter was trained on top of it), else the run config's `model.path`; None outside a run directory."""
     if checkpoint.parent.name != "checkpoints":
         return None
-    run = checkpoint.parent.parent
-    warm = run / "warm_start"
+    run = RunDir(checkpoint.parent.parent, checkpoint.parent.parent.name)
+    warm = run.warm_start
     if (warm / "done.json").is_file() and (warm / "model" / "config.json").is_file():
         return str(warm / "model")
     try:
-        return str(json.loads((run / "config.json").read_text())["model"]["path"])
+        return str(json.loads(run.config_json.read_text())["model"]["path"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
