@@ -92,4 +92,6 @@ def test_export_outside_a_run_asks_for_the_base_model(tmp_path):
     ckpt = tmp_path / "step_3"
     ckpt.mkdir()
     res = legorl("export", str(ckpt), str(tmp_path / "out"))
-    assert res.returncode != 0 and "--model" in res.stderr, res.stderr[-2000:]
+    assert res.returncode == 2 and "--model" in res.stderr, res.stderr[-2000:]
+    res = legorl("export", str(tmp_path / "missing"), str(tmp_path / "out"))
+    assert res.returncode == 2 and "no such directory" in res.stderr, res.stderr[-2000:]

@@ -98,6 +98,8 @@ def register(app: typer.Typer) -> None:
         from legorl.train.checkpoint import export_hf, latest_checkpoint, trained_from
         from legorl.train.lora_export import export_merged, export_peft_adapter, is_lora_checkpoint
 
+        if not checkpoint.is_dir():
+            _fail([f"{checkpoint}: no such directory (a run dir or runs/<name>/checkpoints/step_N)"])
         if (checkpoint / "checkpoints").is_dir():
             found = latest_checkpoint(checkpoint / "checkpoints")
             if found is None:
