@@ -39,7 +39,7 @@ async def engine_step_ms(rows: int, min_len: int, max_len: int, **engine_kwargs)
         await eng.close()
     decode = times[2:]  # the first steps compute the prompts' last tokens
     return {"decode_kernel": eng.decode_kernel, "linear_kernel": eng.linear_kernel,
-            "step_ms": 1e3 * statistics.median(decode)}
+            "lean_steps": eng.runner.lean_steps, "step_ms": 1e3 * statistics.median(decode)}
 
 
 def compare_modes(script: str, child_args: list[str], path_key: str, rounds: int, what: str) -> None:

@@ -70,6 +70,7 @@ class EmbeddedEngine(EngineThread):
         shares_weights: bool = False,
         decode_attention: str = "auto",
         decode_linear: str = "auto",
+        lean_decode: bool = True,
     ):
         self.model = model.eval()
         # `model` is also served by other engines of this process (create_pool): full-weight updates are fine
@@ -105,7 +106,7 @@ class EmbeddedEngine(EngineThread):
         weight = next(model.parameters())
         self.linear_kernel = resolve_linear_kernel(decode_linear, weight.dtype, weight.device, self.num_threads)
         self.runner = ModelRunner(model, self.pool, self.recorder, self._adapters, self.decode_kernel,
-                                  self.num_threads, self.linear_kernel)
+                                  self.num_threads, self.linear_kernel, lean_decode)
         self.scheduler = Scheduler(self.pool, max_num_seqs, prefill_chunk, enable_prefix_caching)
         self._seed = seed
         self._order = itertools.count()

@@ -15,6 +15,7 @@ from transformers import DynamicCache
 from legorl.models.moe import RoutingRecorder
 from legorl.serving.embedded.batch import StepInputs, Work, build
 from legorl.serving.embedded.blocks import BlockPool
+from legorl.serving.embedded.lean import LeanDecoder
 from legorl.serving.embedded.lora import Adapter, AdapterSet
 from legorl.serving.embedded.paged import active, install, uninstall
 from legorl.serving.embedded.skinny_linear import few_row_linears
@@ -45,7 +46,7 @@ class ModelRunner:
     """Runs packed steps of the engine's model over the pool (see batch.py and paged.py)."""
 
     def __init__(self, model, pool: BlockPool, recorder: RoutingRecorder, adapters: AdapterSet | None = None,
-                 decode_kernel: bool = False, threads: int = 1, linear_kernel: bool = False):
+                 decode_kernel: bool = False, threads: int = 1, linear_kernel: bool = False, lean_decode: bool = True):
         self.model = model
         self.linear_kernel = linear_kernel  # few-row steps' linears in the C kernel (skinny_linear.py)
         self.decode_kernel = decode_kernel  # decode attention in the C kernel (decode_kernel.py)
@@ -54,6 +55,9 @@ class ModelRunner:
         self.device = model_device(model)  # inputs go here; block tables and sampling stay on the CPU
         self.pool = pool
         self.recorder = recorder
+        # steps of decode rows only without the HF modules (lean.py): with both C kernels, where the model allows
+        self.lean = LeanDecoder.for_model(model) if lean_decode and decode_kernel and linear_kernel else None
+        self.lean_steps = 0  # steps it ran (tests, benches)
         # a 4-D mask makes HF skip building one (the paged backend masks by itself)
         self._no_mask = torch.zeros((1, 1, 1, 1), dtype=pool.k.dtype, device=self.device)
         install(model)
@@ -75,7 +79,11 @@ class ModelRunner:
         else:
             inputs = build(self.pool, work, self.device, self.decode_kernel, self.threads)
         self.recorder.take()
-        with active(inputs.batch), lora, few_row_linears(self.linear_kernel, int(inputs.input_ids.numel())):
+        tokens = int(inputs.input_ids.numel())
+        if self.lean is not None and inputs.batch.n_dec == tokens and not (self.adapters and self.adapters.adapters):
+            self.lean_steps += 1
+            return inputs, self.lean(inputs.input_ids, inputs.position_ids, inputs.keep, inputs.batch), None
+        with active(inputs.batch), lora, few_row_linears(self.linear_kernel, tokens):
             out = self.model(input_ids=inputs.input_ids, position_ids=inputs.position_ids,
                              attention_mask=self._no_mask, use_cache=False, logits_to_keep=inputs.keep)
         routing = self.recorder.take()
