@@ -1,7 +1,7 @@
 """The lean decode forward (serving/embedded/lean.py): a one-thread engine with it generates bit for bit what the
-same engine generates through the HF modules (token ids and logprobs), for the dense architectures it takes; it
-declines the models it does not reproduce, and steps with a LoRA adapter loaded keep the HF path. Real engines,
-real C kernels built with this machine's compiler, random-weight models."""
+same engine generates through the HF modules (token ids and logprobs), first and second turns, for the dense
+architectures it takes; it declines the models it does not reproduce, and an engine with a LoRA adapter loaded keeps
+the HF path. Real engines, real C kernels built with this machine's compiler, random-weight models."""
 
 from __future__ import annotations
 
@@ -47,21 +47,27 @@ async def _generate(model, lean: bool):
         prompts = [torch.randint(3, 500, (n,), generator=gen).tolist() for n in (5, 17, 40, 9, 23, 31)]
         sps = [SamplingParams(temperature=1.0, max_tokens=20, seed=i, ignore_eos=True) for i in range(6)]
         outs = await asyncio.gather(*[eng.generate(GenerateRequest(p, s)) for p, s in zip(prompts, sps, strict=True)])
-        greedy = await eng.generate(GenerateRequest(prompts[2], SamplingParams(temperature=0, max_tokens=12)))
-        return [(o.token_ids, o.logprobs) for o in [*outs, greedy]], eng.runner.lean_steps
+        # second turns: each continues its cached first turn with 12 new tokens (chunks with a prefix), beside a
+        # greedy row
+        turns = [p + o.token_ids + torch.randint(3, 500, (12,), generator=gen).tolist()
+                 for p, o in zip(prompts, outs, strict=True)]
+        again = await asyncio.gather(
+            *[eng.generate(GenerateRequest(p, s)) for p, s in zip(turns[:3], sps[:3], strict=True)],
+            eng.generate(GenerateRequest(prompts[2], SamplingParams(temperature=0, max_tokens=12))))
+        return [(o.token_ids, o.logprobs) for o in [*outs, *again]], eng.runner.lean_steps
     finally:
         await eng.close()
 
 
 @pytest.mark.parametrize("arch", list(CONFIGS))
 async def test_the_lean_path_generates_bit_for_bit_what_the_hf_path_does(arch):
-    """Six sampled rows decoding together (steps of up to six rows) and a greedy one, with the lean path and
-    without: the same tokens and the same logprobs, exactly."""
+    """Six sampled rows decoding together (steps of up to six rows, prompts of 5-40 tokens prefilled beside them),
+    then three second turns and a greedy row, with the lean path and without: the same tokens and logprobs, exactly."""
     model = _model(CONFIGS[arch]())
     assert LeanDecoder.for_model(model) is not None
     with_lean, steps = await _generate(model, True)
     without, none = await _generate(model, False)
-    assert none == 0 and steps >= 20  # every decode step after the prompts' own took it
+    assert none == 0 and steps >= 25  # the decode steps took it (steps with a prompt chunk keep the HF modules)
     assert with_lean == without
 
 

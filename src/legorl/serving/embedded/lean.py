@@ -26,9 +26,13 @@ LAYERS = {"LlamaDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer"}
 NORMS = {"LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm"}
 
 
-def _linear(x: torch.Tensor, m: torch.nn.Linear) -> torch.Tensor:
+def _linear(x: torch.Tensor, m: torch.nn.Linear, kernel: bool) -> torch.Tensor:
+    """As the HF path calls it: into the kernel when the step is few-row (`kernel`) and the call fits, else
+    torch's linear on the [1, T, H] shape the HF modules pass."""
     w, b = m.weight, m.bias
-    return few_rows.skinny_linear(x, w, b) if few_rows._fits(x, w) else F.linear(x, w, b)
+    if kernel and few_rows._fits(x, w):
+        return few_rows.skinny_linear(x, w, b)
+    return F.linear(x[None], w, b)[0]
 
 
 def _rms(x: torch.Tensor, norm: torch.nn.Module) -> torch.Tensor:
@@ -81,6 +85,7 @@ class LeanDecoder:
         decoder = self.model.get_decoder()
         ids = input_ids[0]
         t = ids.shape[0]
+        kernel = t <= few_rows.MAX_ROWS  # the HF path's few-row mode covers the whole step or none of it
         h = F.embedding(ids, decoder.embed_tokens.weight)
         cos, sin = decoder.rotary_emb(h[None], position_ids)
         cos, sin = cos[0, :, None, :], sin[0, :, None, :]  # [T, 1, D]: broadcast over heads
@@ -88,9 +93,9 @@ class LeanDecoder:
             attn = layer.self_attn
             d = attn.head_dim
             x = _rms(h, layer.input_layernorm)
-            q = _linear(x, attn.q_proj).view(t, -1, d)
-            k = _linear(x, attn.k_proj).view(t, -1, d)
-            v = _linear(x, attn.v_proj).view(t, -1, d)
+            q = _linear(x, attn.q_proj, kernel).view(t, -1, d)
+            k = _linear(x, attn.k_proj, kernel).view(t, -1, d)
+            v = _linear(x, attn.v_proj, kernel).view(t, -1, d)
             if hasattr(attn, "q_norm"):
                 q, k = _rms(q, attn.q_norm), _rms(k, attn.k_norm)
             q, k = _rope(q, cos, sin), _rope(k, cos, sin)
@@ -100,8 +105,9 @@ class LeanDecoder:
             out = q.new_empty(q.shape)
             decode_attention(q, pk, pv, step.dec_tables, step.dec_lens, step.block_size, attn.scaling, out,
                              step.dec_threads)
-            h = h + _linear(out.view(t, -1), attn.o_proj)
+            h = h + _linear(out.view(t, -1), attn.o_proj, kernel)
             x = _rms(h, layer.post_attention_layernorm)
             mlp = layer.mlp
-            h = h + _linear(mlp.act_fn(_linear(x, mlp.gate_proj)) * _linear(x, mlp.up_proj), mlp.down_proj)
-        return _linear(_rms(h[keep], decoder.norm), self.model.get_output_embeddings())
+            gate = mlp.act_fn(_linear(x, mlp.gate_proj, kernel))
+            h = h + _linear(gate * _linear(x, mlp.up_proj, kernel), mlp.down_proj, kernel)
+        return _linear(_rms(h[keep], decoder.norm), self.model.get_output_embeddings(), kernel)
