@@ -9,7 +9,8 @@ BLAS alternating; it prints each one's ms for the whole set (the best of `--reps
 difference of their outputs. `--engine` measures the whole decode step of the real engine (one thread, the demo
 replica's 10,240-token pool, decode attention in its kernel): `--rows` prompts of 200-450 random tokens prefilled,
 then 64 tokens decoded in each at once, `serving.decode_linear` = torch, then kernel, alternating, each in a fresh
-process; it prints ms an engine step (the median over the steps) and the ratio.
+process, both through the HF modules (`lean_decode=False`: bench/lean_decode.py measures that loop); it prints ms an
+engine step (the median over the steps) and the ratio.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def main() -> None:
     ap.add_argument("--engine-child", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.engine_child:
-        print(json.dumps(asyncio.run(engine_step_ms(a.rows[0], 200, 450, decode_linear=a.engine_child))))
+        print(json.dumps(asyncio.run(engine_step_ms(a.rows[0], 200, 450, decode_linear=a.engine_child, lean_decode=False))))
     elif a.engine:
         a.rows = a.rows or [14]
         engine_main(a)

@@ -1,9 +1,9 @@
 """A decode step's forward without the HF modules, for the dense decoders the embedded engine serves most.
 
-At 8-14 decode rows a step of SmolLM2-135M on one core is ~40 ms of linears (skinny_linear.c) and ~40 ms of
-everything else, and most of the rest is not arithmetic: the HF modules' Python, ~2,000 torch calls a step
-(views, transposes, the RoPE slices), each paying the few-row linears' torch function mode on the way. This
-module runs the same computation as a flat loop over the model's own modules: the same weights (read at each
+An 8-row decode step of SmolLM2-135M on one core spends ~44 ms in the linears (skinny_linear.c) and ~13 ms in
+attention; through the HF modules it took ~74 ms in all, ~10 ms of it their Python and ~2,000 torch calls a step
+(views, transposes, the RoPE slices), each paying the few-row linears' torch function mode on the way
+(`bench/lean_decode.py`, docs/serving.md). This module runs the same computation as a flat loop over the model's own modules: the same weights (read at each
 call, so a weight sync or a shared trainer model is seen), the same ops in the same order, the linears
 called directly in the kernel and the attention in the decode kernel over the paged pool. The logits are bit
 for bit those of the HF path (tests/serving/test_lean_decode.py); the engine takes it for a step whose every
