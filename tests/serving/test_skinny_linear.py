@@ -121,7 +121,8 @@ def test_preflight_says_which_path_the_config_takes():
     def lines(*overrides: str) -> list[tuple[str, str]]:
         return [(r.level, r.message) for r in check_decode_attention(load_config(example, list(overrides)))]
 
-    assert ("PASS", "decode steps' linears: the C kernel (serving.decode_linear)") in lines()
+    assert any(lv == "PASS" and m.startswith("decode steps' linears: the C kernel (serving.decode_linear)")
+               and "skip the HF modules" in m for lv, m in lines())
     assert any(lv == "PASS" and "linears: BLAS" in m for lv, m in lines("serving.threads_per_replica=2"))
     assert any(lv == "FATAL" and "decode_linear = kernel cannot run here" in m
                for lv, m in lines("serving.threads_per_replica=2", "serving.decode_linear=kernel"))

@@ -176,7 +176,8 @@ def _check_decode_linear(cfg: RunConfig) -> list[CheckResult]:
         return [fatal("engine", f"serving.decode_linear = kernel cannot run here: {e}",
                       "set serving.decode_linear = auto or torch")]
     if kernel:
-        return [ok("engine", "decode steps' linears: the C kernel (serving.decode_linear)")]
+        return [ok("engine", "decode steps' linears: the C kernel (serving.decode_linear); steps of decode rows only "
+                             "skip the HF modules for a dense Llama / Qwen2 / Qwen3 (serving/embedded/lean.py)")]
     return [ok("engine", f"decode steps' linears: BLAS (serving.decode_linear = {s.decode_linear}; {threads} "
                          "thread(s) a replica, the kernel runs one)")]
 
