@@ -150,7 +150,8 @@ def trained_from(checkpoint: Path) -> str | None:
     adapter was trained on top of it), else the run config's `model.path`; None outside a run directory."""
     if checkpoint.parent.name != "checkpoints":
         return None
-    run = RunDir(checkpoint.parent.parent, checkpoint.parent.parent.name)
+    root = checkpoint.parent.parent
+    run = RunDir.of(root.parent, root.name)
     warm = run.warm_start
     if (warm / "done.json").is_file() and (warm / "model" / "config.json").is_file():
         return str(warm / "model")
