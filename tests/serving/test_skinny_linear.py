@@ -34,7 +34,7 @@ def test_the_kernel_computes_torchs_linear(rows, n, k):
 
 
 def test_a_rows_result_does_not_depend_on_the_other_rows():
-    """Bit for bit: a token's logits are the same whether it decodes alone or among 16 rows."""
+    """Bit for bit: a token's logits are the same whether it decodes alone or among MAX_ROWS rows."""
     g = torch.Generator().manual_seed(0)
     x, w = torch.randn(MAX_ROWS, 576, generator=g), torch.randn(193, 576, generator=g)
     together = skinny_linear.skinny_linear(x, w)
@@ -49,7 +49,7 @@ def test_only_few_row_fp32_inference_calls_take_the_kernel(monkeypatch):
     w = torch.randn(24, 64)
     with torch.no_grad(), few_row_linears(True, 16):
         F.linear(torch.randn(1, 16, 64), w)  # taken: 16 rows
-        F.linear(torch.randn(17, 64), w)  # more rows than MAX_ROWS
+        F.linear(torch.randn(MAX_ROWS + 1, 64), w)  # more rows than MAX_ROWS
         F.linear(torch.randn(4, 60), torch.randn(24, 60))  # K not a multiple of 8
         F.linear(torch.randn(4, 64, dtype=torch.float64), w.double())
         F.linear(torch.randn(4, 64), w.t().contiguous().t())  # a strided weight

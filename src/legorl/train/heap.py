@@ -10,18 +10,23 @@ their own free lists. A fixed `M_MMAP_THRESHOLD` of 1 MiB keeps large buffers ou
 default threshold starts at 128 KiB and rises to the size of every mmapped block freed (up to 32 MiB), so
 after the first update a layer's multi-MiB activations and gradients are carved from the heap, where a
 few live blocks pin the freed ones between them (~0.85 GB of the update's peak at 135M; docs/agent.md,
-Memory). That threshold is set only once the warm start is done (`legorl train`'s RL phase): every large
-buffer then costs an mmap and fresh zeroed pages, which made the warm start's SFT 1.2x slower (sys time 3x),
-and the warm start's peak, before the engines start, is below the update's anyway. None of this changes a
-computed value. No-ops off glibc.
+Memory). That threshold holds only while an update runs (`update_heap`): every large buffer then costs an mmap
+and fresh zeroed pages, which made the warm start's SFT 1.2x slower (sys time 3x) and the embedded engines'
+steps ~1.1x slower (their prompt chunks' activations and the logits are 1-4 MiB buffers made every step), and
+the peak of the other phases is below the update's anyway. Between updates the threshold sits at glibc's own
+ceiling (`ROLLOUT_MMAP_THRESHOLD`), where the dynamic one ends up, and the heap is trimmed on each side of an
+update, so what the rollout freed is not resident under the update's peak. None of this changes a computed
+value. No-ops off glibc.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import gc
 import os
+from collections.abc import Iterator
 from functools import cache
 
 M_MMAP_THRESHOLD = -3  # mallopt parameter numbers from <malloc.h>
@@ -33,6 +38,10 @@ ARENA_MAX = 2  # the event loop's thread and everything else (engine, update, wo
 # start's SFT (one epoch of 40 look-act transcripts, MALLOC_MMAP_THRESHOLD_=1048576 against unset, 2-core Zen 4,
 # 2026-12-06): 64.6 / 66.7 s against 55.0 / 53.0 s, sys 25.7 / 27.0 against 8.8 / 9.2 s
 MMAP_THRESHOLD = 1 << 20
+# Between updates: glibc's ceiling for its dynamic threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX). A rollout-like
+# multi-turn workload on one 1-thread engine (16 sessions, 2026-12-06, Zen 4): 17.7 / 17.8 s of engine steps against
+# 20.0 / 18.9 s at 1 MiB (docs/agent-lookact.md "The engines off the update's mmap threshold")
+ROLLOUT_MMAP_THRESHOLD = 32 << 20
 
 
 @cache
@@ -65,9 +74,22 @@ def fix_mmap_threshold(nbytes: int = MMAP_THRESHOLD) -> bool:
     return bool(libc.mallopt(M_MMAP_THRESHOLD, nbytes))
 
 
+@contextlib.contextmanager
+def update_heap() -> Iterator[None]:
+    """Around an update: the rollout's freed buffers handed back, large buffers mmapped while it runs (its peak
+    kept low), then its own freed pages handed back and the rollouts' threshold restored."""
+    trim_heap()
+    fix_mmap_threshold(MMAP_THRESHOLD)
+    try:
+        yield
+    finally:
+        fix_mmap_threshold(ROLLOUT_MMAP_THRESHOLD)
+        trim_heap()
+
+
 def tune_heap() -> None:
-    """What `legorl train` sets before any thread allocates: two arenas (the mmap threshold comes after the
-    warm start: train/loop.py)."""
+    """What `legorl train` sets before any thread allocates: two arenas (the mmap threshold is set around each
+    update: `update_heap`)."""
     limit_arenas()
 
 

@@ -30,7 +30,7 @@ from legorl.tasks.model import Task
 from legorl.tasks.split import load_task_split
 from legorl.train.budget import engine_budget, loop_budget, trial_budget
 from legorl.train.build import build_trainer
-from legorl.train.heap import fix_mmap_threshold, memory_metrics
+from legorl.train.heap import ROLLOUT_MMAP_THRESHOLD, fix_mmap_threshold, memory_metrics
 from legorl.train.rollouter import Rollouter
 from legorl.train.sampler import TaskSampler
 from legorl.train.steps import (
@@ -96,7 +96,8 @@ async def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
         model_dir = await warm_start(cfg, run_dir, model_dir, demo_tasks, on_line)
         train_tasks = rl_tasks
         cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"path": str(model_dir)})})
-    fix_mmap_threshold()  # from the RL phase on: large buffers mmapped, the update's peak kept low (train/heap.py)
+    # the RL phase's threshold between updates (each update runs under 1 MiB: steps.learn, train/heap.py)
+    fix_mmap_threshold(ROLLOUT_MMAP_THRESHOLD)
     trainer: Trainer | None = None
     served = None
     if cfg.engines_serve_trainer_model():  # built first: the replicas serve its model (serving.share_trainer_model)

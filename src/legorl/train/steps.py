@@ -25,7 +25,7 @@ from legorl.serving.weight_sync import WeightSync
 from legorl.tasks.model import Task
 from legorl.train.batch import collate, trainable
 from legorl.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
-from legorl.train.heap import trim_heap
+from legorl.train.heap import update_heap
 from legorl.train.sampler import TaskSampler
 from legorl.train.types import Trainer
 from legorl.trial import TrialResult, TrialSpec
@@ -104,8 +104,8 @@ def learn(trainer: Trainer, kept: list[TrialResult]) -> dict[str, float]:
     if not rows:
         metrics["actor/skipped"] = 1.0
         return metrics
-    metrics.update(trainer.update(collate(rows, trainer.pad_id)))
-    trim_heap()  # the update's activations and logits are freed to malloc: give the pages back before the rollout
+    with update_heap():  # large buffers mmapped (the peak kept low), freed pages handed back on each side
+        metrics.update(trainer.update(collate(rows, trainer.pad_id)))
     return metrics
 
 

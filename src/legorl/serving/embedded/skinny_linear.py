@@ -24,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 from legorl.serving.embedded.decode_kernel import KernelUnavailable, load
 
 MODES = ("auto", "kernel", "torch")
-MAX_ROWS = 16  # above this BLAS's GEMM is as fast (bench/skinny_linear.py)
+MAX_ROWS = 64  # decode rows and the prompt chunks beside them; 1.1-1.2x BLAS up to here (bench/skinny_linear.py)
 
 
 def resolve(mode: str, dtype: torch.dtype, device: torch.device, threads: int) -> bool:
