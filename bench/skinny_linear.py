@@ -1,6 +1,6 @@
 """The embedded engine's few-row linears (`serving.decode_linear`): the C kernel against BLAS, side by side.
 
-    .venv/bin/python bench/skinny_linear.py [--rows 1 4 8 14 16] [--reps 3]          # the linears alone
+    .venv/bin/python bench/skinny_linear.py [--rows 1 4 8 14 16 32 64] [--reps 3] # the linears alone
     .venv/bin/python bench/skinny_linear.py --engine [--rows 14] [--rounds 2]       # whole decode steps
 
 The first form runs SmolLM2-135M's linears (30 layers of q/k/v/o and gate/up/down, then the 49,152 x 576 head, with
@@ -60,7 +60,7 @@ def engine_main(a) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, nargs="+", default=None, help="M (default 1 4 8 14 16; --engine: 14)")
+    ap.add_argument("--rows", type=int, nargs="+", default=None, help="M (default 1 4 8 14 16 32 64; --engine: 14)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--engine", action="store_true", help="whole engine decode steps instead")
     ap.add_argument("--rounds", type=int, default=2)
@@ -72,7 +72,7 @@ def main() -> None:
         a.rows = a.rows or [14]
         engine_main(a)
     else:
-        a.rows = a.rows or [1, 4, 8, 14, 16]
+        a.rows = a.rows or [1, 4, 8, 14, 16, 32, 64]
         linears_main(a)
 
 

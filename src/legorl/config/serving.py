@@ -153,9 +153,9 @@ class ServingSection(Section):
     when it builds and the pool is fp32 on the CPU, else torch. 1.6-3x less attention time and ~1.2x a whole decode
     step of 14 rows on 2 cores (`bench/decode_attention.py`, docs/serving.md)."""
     decode_linear: Literal["auto", "kernel", "torch"] = "auto"
-    """Embedded engine: the linear layers of a step of at most 16 tokens (decode). `kernel`: a C kernel (built
-    with the decode kernel; AVX2 + FMA) that streams each weight once with the next rows prefetched, 1.5-2x the
-    BLAS GEMM at these shapes on one core; `torch`: BLAS; `auto`: the kernel for a one-thread engine of fp32 weights
+    """Embedded engine: the linear layers of a step of at most 64 tokens (decode rows and the prompt chunks beside
+    them). `kernel`: a C kernel (built with the decode kernel; AVX2 + FMA) that streams each weight once with the
+    next rows prefetched, 1.5-2x the BLAS GEMM at 1-14 rows and 1.1-1.2x at 16-64 on one core; `torch`: BLAS; `auto`: the kernel for a one-thread engine of fp32 weights
     on the CPU (thread replicas on 2 cores), else torch (`bench/skinny_linear.py`, docs/serving.md)."""
     scheduler: SchedulerSection = SchedulerSection()
     """The session-level admission gate."""

@@ -20,12 +20,10 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
-from legorl.env import procs
+from legorl.env import overlay_exec, procs
 
-HELPER = Path(__file__).with_name("overlay_helper.py")
 _STANDARD = {"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "opt", "proc", "sbin", "sys",
              "usr", "var", "lost+found"}
 _EMPTY = ("root", "home", "tmp", "run", "mnt", "srv", "media", "var/tmp")
@@ -38,14 +36,15 @@ _AVAILABLE: dict[str, bool] = {}
 def helper_argv(merged: Path, *, upper: Path | None = None, work: Path | None = None) -> list[str]:
     """The prefix that mounts a build's overlay at `merged` and runs the command after it as root
     in a user namespace."""
-    return [sys.executable, "-I", "-S", str(HELPER), "--merged", str(merged), "--upper", str(upper),
-            "--work", str(work), "--build", "--"]
+    return [*overlay_exec.python_helper(), "--merged", str(merged), "--upper", str(upper), "--work", str(work),
+            "--build", "--"]
 
 
 def trial_argv(layer_upper: Path, mounts: Path, uid: int, gid: int) -> list[str]:
     """The prefix that mounts a layer's system dirs read-only under `mounts` (each over the host's
-    own dir), then drops to uid/gid and runs the command after it."""
-    a = [sys.executable, "-I", "-S", str(HELPER)]
+    own dir), then drops to uid/gid and runs the command after it (the compiled helper where it builds:
+    env/overlay_exec.py)."""
+    a = list(overlay_exec.trial_helper())
     for d in LAYER_SYSTEM:
         name = d.strip("/")
         if (layer_upper / name).is_dir() and Path(d).is_dir():

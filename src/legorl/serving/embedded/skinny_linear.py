@@ -3,7 +3,8 @@
 A decode step of a replica multiplies its ~10-16 rows by every weight of the model: at these shapes the BLAS GEMM
 runs at about half the core's rate, and the linears are ~2/3 of the step (docs/serving.md). skinny_linear.c
 streams each weight once with its next rows prefetched while the current ones are used, 1.5-2x the BLAS time at
-1-16 rows for SmolLM2-135M's 30 layers and head on one core (`bench/skinny_linear.py`).
+1-14 rows for SmolLM2-135M's 30 layers and head on one core, and still 1.1-1.2x at 16-64 rows, where a step's
+prompt chunk (a trial's next turn, ~30 tokens) runs beside the decode rows (`bench/skinny_linear.py`).
 
 It runs through a torch function mode (`few_row_linears`) entered only around the engine's own forward, on the
 engine's thread: `F.linear` calls of at most `MAX_ROWS` fp32 rows on the CPU without autograd go to the kernel,
