@@ -22,8 +22,8 @@ activations at its batch. The peak is the larger of the two phases (`legorl trai
 them). Calibrated against `/usr/bin/time -v legorl train` on examples/agent.toml and demo.toml
 (docs/agent.md, tests/ops/test_preflight_memory.py): within ~10% over a few steps there; whole 10-15-step agent runs
 peaked 1.2-1.3x above it (an update transient of ~1 GB, mostly heap fragmentation under glibc's dynamic mmap
-threshold; since `legorl train` fixes it at 1 MiB, train/heap.py, agent-lookact's seed 3 peaked at 5.47 GB against
-this estimate's 4.8). Fixed micro-batches
+threshold; since `legorl train` fixes it at 1 MiB while an update runs, train/heap.py, agent-lookact's seed 3 peaked
+at 5.47 GB against this estimate's 4.8). Fixed micro-batches
 (no token budget) are costed at the longest row, so short rows (demo.toml) make it an upper bound.
 """
 

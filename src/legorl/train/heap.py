@@ -12,7 +12,7 @@ after the first update a layer's multi-MiB activations and gradients are carved 
 few live blocks pin the freed ones between them (~0.85 GB of the update's peak at 135M; docs/agent.md,
 Memory). That threshold holds only while an update runs (`update_heap`): every large buffer then costs an mmap
 and fresh zeroed pages, which made the warm start's SFT 1.2x slower (sys time 3x) and the embedded engines'
-steps ~1.1x slower (their prompt chunks' activations and the logits are 1-4 MiB buffers made every step), and
+steps 1.03-1.06x slower (their prompt chunks' activations and the logits are 1-4 MiB buffers made every step), and
 the peak of the other phases is below the update's anyway. Between updates the threshold sits at glibc's own
 ceiling (`ROLLOUT_MMAP_THRESHOLD`), where the dynamic one ends up, and the heap is trimmed on each side of an
 update, so what the rollout freed is not resident under the update's peak. None of this changes a computed
@@ -38,9 +38,9 @@ ARENA_MAX = 2  # the event loop's thread and everything else (engine, update, wo
 # start's SFT (one epoch of 40 look-act transcripts, MALLOC_MMAP_THRESHOLD_=1048576 against unset, 2-core Zen 4,
 # 2026-12-06): 64.6 / 66.7 s against 55.0 / 53.0 s, sys 25.7 / 27.0 against 8.8 / 9.2 s
 MMAP_THRESHOLD = 1 << 20
-# Between updates: glibc's ceiling for its dynamic threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX). A rollout-like
-# multi-turn workload on one 1-thread engine (16 sessions, 2026-12-06, Zen 4): 17.7 / 17.8 s of engine steps against
-# 20.0 / 18.9 s at 1 MiB (docs/agent-lookact.md "The engines off the update's mmap threshold")
+# Between updates: glibc's ceiling for its dynamic threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX). 16 multi-turn
+# sessions on one one-thread engine (bench/engine_turns.py --variants rows64,mmap1m, 2026-12-06, Zen 4): 17.66 s of
+# engine steps against 18.64 s at 1 MiB (docs/agent-lookact.md "The engines off the update's mmap threshold")
 ROLLOUT_MMAP_THRESHOLD = 32 << 20
 
 
