@@ -8,7 +8,9 @@ host root as the lowest layer, then either
   capabilities only over that namespace, writing into `--upper`; or
 - `--uid/--gid`: mounts each `--ro DIR=LOWER:LOWER...` read-only (a layer's /usr over the host's
   /usr...: lowers must not nest, so each system dir is its own overlay), drops to the trial's
-  unprivileged uid and execs (bubblewrap).
+  unprivileged uid and execs (bubblewrap). This mode runs at every exec of a layered trial, so
+  overlay_exec.c does the same in C where a compiler is (env/overlay_exec.py); this one is the
+  fallback, and the two must stay in step (tests/env/test_overlay_exec.py).
 bubblewrap 0.8 has no overlay options, so this is the overlay.
 """
 
