@@ -68,3 +68,14 @@ def test_without_a_compiler_the_python_helper_runs(monkeypatch, tmp_path: Path) 
     finally:
         overlay_exec.trial_helper.cache_clear()
     assert not (tmp_path / "bin").exists() or not any((tmp_path / "bin").iterdir())
+
+
+@needs_root
+def test_preflight_says_which_helper_layered_trials_get(monkeypatch) -> None:
+    from legorl.env.health import trial_helper_checks
+
+    overlay_exec.build()
+    assert [level for level, _ in trial_helper_checks()] == ["PASS"]
+    monkeypatch.setattr(overlay_exec, "trial_helper", overlay_exec.python_helper)
+    (level, message), = trial_helper_checks()
+    assert level == "WARN" and "install a C compiler" in message
