@@ -18,7 +18,7 @@
 # (agents installed): 830 passed, 1 skipped, 15:01 (901 s); at midday, the same box: 833 passed, 1 skipped, 17:28
 # (1,048 s), its slowest tests 10-25% slower than at 08:34 (box drift; ~50 s was a test since folded into another);
 # in the afternoon, the same box, quiet, `LEGORL_REQUIRE_VLLM=1 bash scripts/test.sh`: 843 passed, 1 skipped, 15:17 (918 s);
-# in the evening, the same: 850 passed, 1 skipped, 15:11 (911 s).
+# in the evening, the same: 850 passed, 1 skipped, 15:11 (911 s), then 851 passed, 1 skipped, 15:15 (915 s).
 # Slow tests outside the two groups go first (tests/conftest.py): wall /
 # (summed test time / 2) went from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min (~30 on a
 # fresh one) before the suite grew.
