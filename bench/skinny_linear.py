@@ -67,7 +67,8 @@ def main() -> None:
     ap.add_argument("--engine-child", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.engine_child:
-        print(json.dumps(asyncio.run(engine_step_ms(a.rows[0], 200, 450, decode_linear=a.engine_child, lean_decode=False))))
+        res = engine_step_ms(a.rows[0], 200, 450, decode_linear=a.engine_child, lean_decode=False)
+        print(json.dumps(asyncio.run(res)))
     elif a.engine:
         a.rows = a.rows or [14]
         engine_main(a)

@@ -13,18 +13,14 @@ always use the Python helper: they run once per layer.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
 import logging
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from legorl.models.home import legorl_home
+from legorl.native import BuildError, c_compiler, cached_build
 
 SOURCE = Path(__file__).with_name("overlay_exec.c")
 PYTHON_HELPER = Path(__file__).with_name("overlay_helper.py")
@@ -43,31 +39,15 @@ def trial_helper() -> tuple[str, ...]:
         return python_helper()
     try:
         return (str(build()),)
-    except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
+    except (OSError, subprocess.SubprocessError, BuildError) as exc:
         log.info("the trial helper did not compile (%s): layered trials start Python for each exec", exc)
         return python_helper()
 
 
 def build() -> Path:
-    """The compiled helper, built on first use (atomically: concurrent builders each rename a whole file)."""
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc:
-        raise RuntimeError("no C compiler (set $CC, or install gcc)")
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    key = hashlib.sha256(SOURCE.read_bytes() + version.encode()).hexdigest()[:16]
-    out = legorl_home() / "bin" / f"legorl-overlay-{key}"
-    if os.access(out, os.X_OK):
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".build-")
-    os.close(fd)
-    try:
-        done = subprocess.run([cc, "-O2", "-o", tmp, str(SOURCE)], capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            raise RuntimeError(f"{cc} failed: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    return out
+    """The compiled helper, built on first use (legorl/native.py: cached per source and compiler)."""
+    cc = c_compiler()
+    if cc is None:
+        raise BuildError("no C compiler (set $CC, or install gcc)")
+    return cached_build(cc, "bin", "legorl-overlay", [SOURCE.read_text()],
+                        lambda _tmp, out: [[cc, "-O2", "-o", str(out), str(SOURCE)]])

@@ -17,18 +17,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
 import platform
-import shutil
 import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
 import torch
 
-from legorl.models.home import legorl_home
+from legorl.native import BuildError, c_compiler, cached_build
 
 MODES = ("auto", "kernel", "torch")
 # one library: the decode attention, and the few-row linear of a decode step (skinny_linear.py)
@@ -38,13 +34,6 @@ _lock = threading.Lock()
 
 class KernelUnavailable(RuntimeError):
     """The decode kernel could not be built or loaded here (the message says why)."""
-
-
-def _compiler() -> str | None:
-    cc = os.environ.get("CC")
-    if cc:
-        return shutil.which(cc) or (cc if Path(cc).is_file() else None)
-    return shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 
 
 def _isa_flags() -> list[str]:
@@ -61,35 +50,28 @@ def _isa_flags() -> list[str]:
 
 def _build(cc: str) -> Path:
     compile_flags = ["-O3", "-ffast-math", "-fPIC", "-std=c11", "-pthread", *_isa_flags()]
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    texts = [src.read_text() for src in _SOURCES]
-    key = hashlib.sha256("\0".join([*texts, *compile_flags, version]).encode()).hexdigest()[:16]
-    out_dir = legorl_home() / "kernels"
-    lib = out_dir / f"decode_kernel-{key}.so"
-    if lib.is_file():
-        return lib
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-        objs, so = [Path(tmp) / f"{src.stem}.o" for src in _SOURCES], Path(tmp) / "k.so"
-        compiles = [[cc, *compile_flags, "-c", str(src), "-o", str(obj)] for src, obj in zip(_SOURCES, objs, strict=True)]
-        link = [cc, "-shared", "-pthread", *map(str, objs), "-o", str(so), "-lm"]  # no -ffast-math here: see the docstring
-        for cmd in (*compiles, link):
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-            if done.returncode != 0:
-                raise KernelUnavailable(f"`{' '.join(cmd)}` failed: {(done.stderr or done.stdout).strip()[:500]}")
-        os.replace(so, lib)  # atomic: another process building the same key gets a whole file
-    return lib
+
+    def commands(tmp: Path, so: Path) -> list[list[str]]:
+        objs = [tmp / f"{src.stem}.o" for src in _SOURCES]
+        compiles = [[cc, *compile_flags, "-c", str(src), "-o", str(obj)]
+                    for src, obj in zip(_SOURCES, objs, strict=True)]
+        return [*compiles, [cc, "-shared", "-pthread", *map(str, objs), "-o", str(so), "-lm"]]  # no -ffast-math here
+
+    return cached_build(cc, "kernels", "decode_kernel.so", [*(src.read_text() for src in _SOURCES), *compile_flags],
+                        commands)
 
 
 @functools.cache
 def _load() -> ctypes.CDLL | KernelUnavailable:
-    cc = _compiler()
+    cc = c_compiler()
     if cc is None:
         return KernelUnavailable("no C compiler (set $CC, or install gcc)")
     try:
         lib = ctypes.CDLL(str(_build(cc)))
-    except (OSError, subprocess.SubprocessError, KernelUnavailable) as exc:
-        return exc if isinstance(exc, KernelUnavailable) else KernelUnavailable(f"{type(exc).__name__}: {exc}")
+    except BuildError as exc:
+        return KernelUnavailable(str(exc))
+    except (OSError, subprocess.SubprocessError) as exc:
+        return KernelUnavailable(f"{type(exc).__name__}: {exc}")
     fn = lib.legorl_paged_decode
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     fn.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr, ptr, i64, i64, i64, i64, i64, i64, ctypes.c_float, ptr, i64, i64,

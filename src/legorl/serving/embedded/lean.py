@@ -3,12 +3,13 @@
 An 8-row decode step of SmolLM2-135M on one core spends ~44 ms in the linears (skinny_linear.c) and ~13 ms in
 attention; through the HF modules it took ~74 ms in all, ~10 ms of it their Python and ~2,000 torch calls a step
 (views, transposes, the RoPE slices), each paying the few-row linears' torch function mode on the way
-(`bench/lean_decode.py`, docs/serving.md). This module runs the same computation as a flat loop over the model's own modules: the same weights (read at each
-call, so a weight sync or a shared trainer model is seen), the same ops in the same order, the linears
-called directly in the kernel and the attention in the decode kernel over the paged pool. The logits are bit
-for bit those of the HF path (tests/serving/test_lean_decode.py); the engine takes it for a step whose every
-row decodes one token, in fp32 with both C kernels on, no LoRA adapter loaded and a dense Llama / Qwen2 /
-Qwen3 decoder (`LeanDecoder.for_model` says None otherwise and the HF path runs, as for prefill chunks).
+(`bench/lean_decode.py`, docs/serving.md). This module runs the same computation as a flat loop over the model's
+own modules: the same weights (read at each call, so a weight sync or a shared trainer model is seen), the
+same ops in the same order, the linears called directly in the kernel and the attention in the decode kernel
+over the paged pool. The logits are bit for bit those of the HF path (tests/serving/test_lean_decode.py); the
+engine takes it for a step whose every row decodes one token, in fp32 with both C kernels on, no LoRA adapter
+loaded and a dense Llama / Qwen2 / Qwen3 decoder (`LeanDecoder.for_model` says None otherwise and the HF path
+runs, as for prefill chunks).
 """
 
 from __future__ import annotations
