@@ -98,6 +98,22 @@ def test_filter_groups_from_the_cli_skips_a_step_without_signal(tiny_llama_dir, 
 
 
 @pytest.mark.slow
+def test_overlong_buffer_from_the_cli_shapes_the_updates_reward_only(tmp_path, tiny_run_config):
+    """`algorithm.overlong_buffer=4` with 8-token calls: the random tiny model fills its calls (it rarely samples
+    an end of turn), so its trials lose up to `overlong_penalty` in the update's reward (`critic/score/mean`), while
+    the step's outcomes keep the verifier's 0 (`rollout/score/mean`)."""
+    res = legorl("train", str(write_cfg(tiny_run_config, 1)), "algorithm.overlong_buffer=4",
+                 "algorithm.overlong_penalty=0.5", "--no-progress")
+    assert res.returncode == 0, res.stderr[-2000:]
+    row = json.loads((tmp_path / "runs" / "t" / "logs" / "t.jsonl").read_text().splitlines()[-1])
+    assert row["overlong/penalized_share"] > 0 and -0.5 <= row["overlong/penalty_mean"] < 0
+    assert row["rollout/score/mean"] == 0.0
+    assert row["critic/score/mean"] == pytest.approx(row["overlong/penalty_mean"])
+    bad = legorl("train", str(write_cfg(tiny_run_config, 1)), "algorithm.overlong_buffer=8", "--no-progress")
+    assert bad.returncode != 0 and "overlong_buffer=8 must be below rollout.max_response_len=8" in bad.stderr
+
+
+@pytest.mark.slow
 def test_kill_then_resume_continues_without_lost_or_repeated_steps(tmp_path, tiny_run_config):
     cfg = write_cfg(tiny_run_config, 3)
     proc = subprocess.Popen([sys.executable, "-m", "legorl.cli", "train", str(cfg), "--no-progress"],

@@ -59,6 +59,9 @@ class RunConfig(Section):
                 f"algorithm.n_resp_per_prompt={algo.n_resp_per_prompt} with adv_estimator={algo.adv_estimator!r}: "
                 "group baselines need at least 2 responses per prompt"
             )
+        if algo.overlong_buffer >= self.rollout.max_response_len:
+            problems.append(f"algorithm.overlong_buffer={algo.overlong_buffer} must be below rollout.max_response_len="
+                            f"{self.rollout.max_response_len}: the penalty starts that many tokens before the cap")
         if algo.filter_groups and algo.adv_estimator == "gae":
             problems.append("algorithm.filter_groups=true needs a group estimator (grpo, rloo): gae has no groups")
         if self.warm_start.task_fraction < 1 and self.warm_start.data != "task-demonstrations":

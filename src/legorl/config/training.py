@@ -23,6 +23,14 @@ class AlgorithmSection(Section):
     the rows trained on. GRPO/RLOO (any group estimator); a `kl_coef` / `entropy_coef` term leaves with them."""
     norm_adv_by_std: bool = True
     """GRPO: divide advantages by the group's reward std."""
+    overlong_buffer: int = Field(0, ge=0)
+    """DAPO's soft overlong punishment (train/overlong.py): a trial whose longest model call sampled more than
+    `rollout.max_response_len` - this many tokens loses reward linearly, up to `overlong_penalty` for a call cut at
+    the cap. A block cut at the cap still runs, so without it a policy can learn to fill every turn with guesses.
+    Only the update's reward is shaped (before `filter_groups`); pass rates, the task sampler and validation keep
+    the verifier's. 0: off."""
+    overlong_penalty: float = Field(1.0, ge=0.0)
+    """The reward a call cut at the cap loses under `overlong_buffer`."""
     gamma: float = Field(1.0, ge=0.0, le=1.0)
     """GAE discount."""
     lam: float = Field(1.0, ge=0.0, le=1.0)

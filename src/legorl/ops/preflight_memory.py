@@ -24,7 +24,9 @@ them). Calibrated against `/usr/bin/time -v legorl train` on examples/agent.toml
 peaked 1.2-1.3x above it (an update transient of ~1 GB, mostly heap fragmentation under glibc's dynamic mmap
 threshold; since `legorl train` fixes it at 1 MiB while an update runs, train/heap.py, agent-lookact's seed 3 peaked
 at 5.47 GB against this estimate's 4.8). Fixed micro-batches
-(no token budget) are costed at the longest row, so short rows (demo.toml) make it an upper bound.
+(no token budget) are costed at the longest row, so short rows (demo.toml) make it an upper bound. With
+`[model.lora]` the trainer holds the frozen base in fp32 plus the adapter's weights, grads and AdamW state (each
+replica its own engine copy); the warm start still fine-tunes every weight.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class ModelDims:
     head_dim: int
     largest: int = 0  # elements of the biggest parameter tensor (the embedding, or a fused MoE expert block)
     moe: bool = False
+    heads: int = 0  # query heads (0: hidden // head_dim)
+    experts: int = 1
 
     @classmethod
     def from_config(cls, c: dict[str, Any]) -> ModelDims:
@@ -74,7 +78,18 @@ class ModelDims:
         embed = vocab * h * (1 if c.get("tie_word_embeddings") else 2)
         params = layers * (attn + mlp + 2 * h) + embed + h
         largest = max(vocab * h, h * inter * (2 * experts if experts > 1 else 1))
-        return cls(params, layers, h, inter, vocab, kv, hd, largest, experts > 1)
+        return cls(params, layers, h, inter, vocab, kv, hd, largest, experts > 1, heads, experts)
+
+    def lora_params(self, rank: int, targets: list[str] | str) -> int:
+        """Parameters of a rank-`rank` adapter (r x (in + out) per targeted decoder Linear: `all-linear` is q/k/v/o
+        and gate/up/down, each expert's own under MoE when its experts are Linears)."""
+        h, q, kv = self.hidden, (self.heads or self.hidden // self.head_dim) * self.head_dim, self.kv_heads * self.head_dim
+        shapes = {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h)}
+        mlp = {"gate_proj": (h, self.intermediate), "up_proj": (h, self.intermediate), "down_proj": (self.intermediate, h)}
+        per_layer = sum(rank * (i + o) for name, (i, o) in shapes.items() if targets == "all-linear" or name in targets)
+        per_layer += self.experts * sum(rank * (i + o) for name, (i, o) in mlp.items()
+                                        if targets == "all-linear" or name in targets)
+        return self.layers * per_layer
 
 
 @dataclass
@@ -166,9 +181,14 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
             rl.append("engine weights")
         parts["KV"] = s.n_replicas * slots * dims.layers * dims.kv_heads * dims.head_dim * 2 * eb
         rl.append("KV")
-    trainer_state = dims.params * 16.0  # fp32 weights + grads + AdamW exp_avg / exp_avg_sq
-    parts["trainer weights+grads+AdamW"] = trainer_state
-    parts["AdamW temp"] = 2 * dims.largest * 4.0  # AdamW(foreach=False): two temporaries of one tensor at a time
+    lora = cfg.model.lora
+    if lora.enabled:  # the base frozen in fp32; only the adapter has gradients and AdamW state
+        adapter = dims.lora_params(lora.rank, lora.target_modules)
+        parts["trainer weights+grads+AdamW"] = dims.params * 4.0 + adapter * 16.0
+        parts["AdamW temp"] = 2 * adapter * 4.0 / max(dims.layers, 1)
+    else:
+        parts["trainer weights+grads+AdamW"] = dims.params * 16.0  # fp32 weights + grads + AdamW exp_avg / exp_avg_sq
+        parts["AdamW temp"] = 2 * dims.largest * 4.0  # AdamW(foreach=False): two temporaries of one tensor at a time
     rl += ["trainer weights+grads+AdamW", "AdamW temp"]
     if a.kl_coef > 0:
         parts["reference"] = dims.params * 4.0
@@ -196,8 +216,12 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
         one_row = activation_bytes(dims, ws_tokens, recompute)  # a row too long to share a forward goes alone
         parts["warm-start act"] = one_row if recompute else max(one_row, WARM_START_ROW_ACT_BYTES)
         parts["warm-start logits"] = LOGITS_COPIES * min(LOGITS_CHUNK, ws_tokens) * dims.vocab * 4.0
-        phases["warm start"] = ["base", "trainer weights+grads+AdamW", "AdamW temp", "warm-start act",
-                                "warm-start logits"]
+        state = ["trainer weights+grads+AdamW", "AdamW temp"]
+        if lora.enabled:  # the warm start fine-tunes every weight whatever the RL steps train
+            parts["warm-start weights+grads+AdamW"] = dims.params * 16.0
+            parts["warm-start AdamW temp"] = 2 * dims.largest * 4.0
+            state = ["warm-start weights+grads+AdamW", "warm-start AdamW temp"]
+        phases["warm start"] = ["base", *state, "warm-start act", "warm-start logits"]
     return MemoryEstimate(parts, phases, notes)
 
 

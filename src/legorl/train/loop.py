@@ -45,6 +45,7 @@ from legorl.train.steps import (
     save,
     start_or_resume,
     sync_metrics,
+    training_trials,
     trial_specs,
     validate,
     validation_due,
@@ -195,9 +196,11 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
             budget = {**engine_budget(engines_before, await runtime.engine_stats(), t_roll),
                       **trial_budget(results), **loop_budget(lag.take())}
             kept, fstats = trajectory_filter(results)
+            shaped, shaping = training_trials(cfg, kept)
             async with runtime.updating():  # serving.free_kv_during_update: the KV pools' memory is the update's
                 kv_held = sum(s.kv_bytes for s in await runtime.engine_stats())
-                metrics = learn(trainer, kept)
+                metrics = learn(trainer, shaped)
+            metrics.update(shaping)
             metrics["perf/update_kv_gb"] = kv_held / 1e9  # what the replicas' KV pools held through the update
             if not metrics.get("actor/skipped"):
                 metrics.update(sync_metrics(sync, await push_weights(runtime, sync, trainer)))
@@ -265,7 +268,9 @@ async def _async_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, traine
             results, bstats = await rollouter.next_batch(actor_version)
             t1 = time.perf_counter()
             kept, fstats = trajectory_filter(results)
-            metrics = await asyncio.to_thread(_learn_in_budget, threads, trainer, kept)
+            shaped, shaping = training_trials(cfg, kept)
+            metrics = await asyncio.to_thread(_learn_in_budget, threads, trainer, shaped)
+            metrics.update(shaping)
             actor_version += 1
             since_sync += 1
             if since_sync >= every or step == cfg.trainer.total_steps:

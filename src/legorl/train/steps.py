@@ -26,6 +26,7 @@ from legorl.tasks.model import Task
 from legorl.train.batch import collate, trainable
 from legorl.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from legorl.train.heap import update_heap
+from legorl.train.overlong import shape_overlong
 from legorl.train.sampler import TaskSampler
 from legorl.train.types import Trainer
 from legorl.trial import TrialResult, TrialSpec
@@ -92,6 +93,13 @@ def run_estimate(cfg: RunConfig, step: int, metrics: dict[str, float], elapsed_s
 
 
 # -- learning -------------------------------------------------------------------------------------
+def training_trials(cfg: RunConfig, kept: list[TrialResult]) -> tuple[list[TrialResult], dict[str, float]]:
+    """The kept trials with the rewards the update learns from (`algorithm.overlong_buffer`, train/overlong.py)
+    and the shaping's metrics; the metrics of outcomes and the sampler read the verifier's rewards."""
+    a = cfg.algorithm
+    return shape_overlong(kept, cfg.rollout.max_response_len, a.overlong_buffer, a.overlong_penalty)
+
+
 def learn(trainer: Trainer, kept: list[TrialResult]) -> dict[str, float]:
     """One update on the kept trials (those with policy tokens); `actor/skipped` when there are none."""
     rewards = [float(r.reward or 0.0) for r in kept]
