@@ -101,3 +101,19 @@ def test_timeouts_dominate(tmp_path):
               for j in range(3)] + [trial(1, "step_1-001-0", "u")]
     found = diagnose(Run(make_run(tmp_path, trials=trials)))
     assert [f.signature for f in found] == ["timeout dominates"] and "agent.timeout_sec" in found[0].fix
+
+
+def test_length_capped_calls(tmp_path):
+    """The main demo's failure before overlong shaping: by its last steps nearly every call ran to the 48-token cap
+    (a block of guesses, cut and still run). Two steps are not enough evidence; the fix names the buffer, or the
+    penalty once the buffer is on."""
+    capped = [{"step": s, **base_record(s), "rollout/turns/length_capped_share": v}
+              for s, v in enumerate((0.1, 0.3, 0.6, 0.8, 0.9), start=1)]
+    found = diagnose(Run(make_run(tmp_path, records=capped, config={"rollout": {"max_response_len": 48}})))
+    assert [f.signature for f in found] == ["model calls cut at the length cap"]
+    assert "77% of model calls" in found[0].evidence and "max_response_len=48" in found[0].evidence
+    assert "algorithm.overlong_buffer (e.g. a third of 48)" in found[0].fix
+    shaped = make_run(tmp_path, "shaped", records=capped, config={"rollout": {"max_response_len": 48},
+                                                                   "algorithm": {"overlong_buffer": 16}})
+    assert "overlong_penalty" in diagnose(Run(shaped))[0].fix
+    assert sigs(make_run(tmp_path, "early", records=capped[3:])) == []

@@ -135,3 +135,19 @@ async def test_anthropic_tools_round_trip_and_stream(manager, tokenizer):
         assert rec.messages[1]["tool_calls"][0]["id"] == use.id and rec.messages[2]["tool_call_id"] == use.id
     finally:
         await server.close()
+
+
+async def test_a_call_cut_at_max_tokens_is_counted_as_length_capped(manager, tokenizer):
+    """`counters.length_capped` (rollout/turns/length_capped_share, the doctor's length-cap signature): a reply the
+    engine cut at max_tokens counts; one that ended with its end-of-turn token does not."""
+    for eos, finish, capped in ((None, "length", 1), (2, "stop", 0)):
+        server = ProxyServer(ScriptedManager(manager, tokenizer, ["echo a b c d e f"], eos_id=eos), tokenizer)
+        await server.start()
+        try:
+            s = server.open_session()
+            r = await oa(s).chat.completions.create(model="p", messages=[{"role": "user", "content": "go"}])
+            assert r.choices[0].finish_reason == finish
+            rec = await server.close_session(s.id)
+            assert (rec.counters.calls, rec.counters.length_capped) == (1, capped)
+        finally:
+            await server.close()

@@ -12,14 +12,14 @@ from legorl.workers.filter import FilterStats
 def _trials():
     # a: solved in 3 turns, 2 native calls + 1 call the proxy could not parse; 4 of 10 tokens policy
     a = trial("a", "t", list(range(10)), [0] * 6 + [1] * 4, [0.0] * 6 + [-0.5] * 4, reward=1.0)
-    a.turns, a.metadata["counters"] = 3, {"tool_calls": 2, "tool_parse_failures": 1}
+    a.turns, a.metadata["counters"] = 3, {"calls": 3, "tool_calls": 2, "tool_parse_failures": 1, "length_capped": 1}
     # b: solved in 1 turn through the builtin's text protocol (counters only on the tokens' capture)
     b = trial("b", "t", list(range(5)), [0, 0, 0, 1, 1], [0.0, 0.0, 0.0, -1.0, -1.0], reward=1.0)
     b.turns, b.metadata["scaffold_text_actions"] = 1, 1
-    b.tokens.capture["counters"] = {"tool_calls": 0, "tool_parse_failures": 0}
+    b.tokens.capture["counters"] = {"calls": 1, "tool_calls": 0, "tool_parse_failures": 0}
     # c: failed, 2 turns, 1 native call; d: no tokens at all (the scaffold crashed before any call)
     c = trial("c", "u", list(range(5)), [0, 0, 0, 0, 1], [0.0] * 4 + [-2.0], reward=0.0)
-    c.turns, c.metadata["counters"] = 2, {"tool_calls": 1, "tool_parse_failures": 0}
+    c.turns, c.metadata["counters"] = 2, {"calls": 2, "tool_calls": 1, "tool_parse_failures": 0, "length_capped": 2}
     d = trial("d", "u", [1], [0], [0.0])
     d.tokens, d.turns, d.outcome = None, 0, "agent_error"
     return [a, b, c, d]
@@ -33,9 +33,10 @@ def test_turn_metrics_each_number():
     assert m["rollout/turns/parse_failure_rate"] == pytest.approx(1 / (4 + 1))
     assert m["rollout/turns/solved_multi_turn_share"] == pytest.approx(1 / 2)  # a (3 turns) of a, b
     assert m["rollout/turns/response_mask_share"] == pytest.approx((4 + 2 + 1) / (10 + 5 + 5))
+    assert m["rollout/turns/length_capped_share"] == pytest.approx((1 + 0 + 2) / (3 + 1 + 2))  # of model calls
     assert set(m) == {f"rollout/turns/{k}" for k in ("mean", "tool_calls_mean", "parse_failures",
                                                        "parse_failure_rate", "solved_multi_turn_share",
-                                                       "response_mask_share")}
+                                                       "response_mask_share", "length_capped_share")}
 
 
 def test_nothing_solved_leaves_the_multi_turn_share_out():

@@ -24,6 +24,7 @@ ZERO_STD_DOMINATES = 0.8  # fraction of GRPO groups with identical rewards
 LATENCY_GROWTH = 3.0  # late-step sandbox start vs early-step, and at least LATENCY_MIN_S
 LATENCY_MIN_S = 2.0
 OUTCOME_DOMINATES = 0.5  # fraction of a step's trials ending in timeout / context_overflow / agent_error
+LENGTH_CAPPED_DOMINATES = 0.5  # fraction of model calls stopped at rollout.max_response_len, over the last steps
 
 
 @dataclass
@@ -238,6 +239,23 @@ def zero_std_groups(d: RunData) -> Finding | None:
     )
 
 
+def length_capped_calls(d: RunData) -> Finding | None:
+    """Most model calls of the last steps ran to the length cap: the policy fills its turns (a block cut at the cap
+    still runs, so a run of guesses in one block can pay), and every step's rollouts and update grow with it."""
+    recent = d.series("rollout/turns/length_capped_share")[-3:]
+    if len(recent) < 3 or statistics.mean(v for _, v in recent) < LENGTH_CAPPED_DOMINATES:
+        return None
+    rollout, algo = d.config.get("rollout") or {}, d.config.get("algorithm") or {}
+    cap, buffer = rollout.get("max_response_len", "?"), algo.get("overlong_buffer") or 0
+    fix = (f"penalise calls that reach the cap: algorithm.overlong_buffer (e.g. a third of {cap}) so they lose "
+           "reward, or raise rollout.max_response_len if the replies are legitimately long"
+           if not buffer else f"algorithm.overlong_buffer={buffer} is on: raise algorithm.overlong_penalty or the "
+           "buffer, or raise rollout.max_response_len if the replies are legitimately long")
+    return Finding("model calls cut at the length cap",
+                   f"steps {recent[0][0]}..{recent[-1][0]}: {statistics.mean(v for _, v in recent):.0%} of model "
+                   f"calls stopped at rollout.max_response_len={cap}", fix)
+
+
 OUTCOME_FIXES = {
     "timeout": "trials run past the agent timeout: raise agent.timeout_sec, lower rollout.concurrency "
                "if the host is saturated (compare timing/rollout_s), or lower max_turns / max_response_len",
@@ -265,7 +283,7 @@ def outcome_dominates(d: RunData) -> Finding | None:
 
 SIGNATURES: list[Callable[[RunData], Finding | None]] = [
     all_env_setup_failed, zero_rewards_verifier_errors, verifier_errors_share, zero_tool_calls, outcome_dominates, logprob_collapse,
-    ess_collapse, staleness_drops, zero_std_groups, sandbox_latency_creep,
+    ess_collapse, staleness_drops, zero_std_groups, sandbox_latency_creep, length_capped_calls,
 ]
 
 

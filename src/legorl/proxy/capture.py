@@ -288,6 +288,7 @@ class Capture:
         finish: Finish = "tool_calls" if parsed.tool_calls else "stop_sequence" if hit else (
             "length" if out.finish_reason == "length" and stop_id is None else "stop"
         )
+        c.length_capped += int(out.finish_reason == "length" and stop_id is None and not hit)
         return CallResult(
             parsed.content, parsed.tool_calls, finish, hit, plan.prompt_len, len(kept),
             out.cached_prompt_tokens, kept, list(out.logprobs[: len(kept)]),

@@ -28,6 +28,7 @@ class Counters:
     context_overflows: int = 0
     tool_calls: int = 0
     tool_parse_failures: int = 0
+    length_capped: int = 0  # calls the engine stopped at max_tokens, not at an end of turn or a stop string
     errors: int = 0  # 4xx/5xx answers on this session
     aborted: int = 0
     prompt_tokens: int = 0

@@ -178,21 +178,25 @@ def turn_metrics(results: list[TrialResult], prefix: str) -> dict[str, float]:
     """How trials used their turns: whether the policy acts, looks before it acts, and how much of what
     it is trained on it wrote itself. Tool calls are the native calls the proxy parsed plus the builtin
     scaffold's text-protocol commands; parse failures are call-shaped text the proxy could not read
-    (`parse_failure_rate`: of all attempted calls). `solved_multi_turn_share` is left out when nothing
+    (`parse_failure_rate`: of all attempted calls); `length_capped_share` is the share of model calls the engine
+    stopped at `rollout.max_response_len`. `solved_multi_turn_share` is left out when nothing
     was solved (a 0 would claim the solved trials were single-turn)."""
     n = max(len(results), 1)
-    calls = fails = 0
+    calls = fails = model_calls = capped = 0
     for r in results:
         c = r.metadata.get("counters") or (r.tokens.capture.get("counters", {}) if r.tokens else {})
         calls += int(c.get("tool_calls", 0)) + int(r.metadata.get("scaffold_text_actions", 0))
         fails += int(c.get("tool_parse_failures", 0))
+        model_calls += int(c.get("calls", 0))
+        capped += int(c.get("length_capped", 0))
     policy = sum(r.tokens.num_policy_tokens for r in results if r.tokens is not None)
     tokens = sum(len(r.tokens.token_ids) for r in results if r.tokens is not None)
     m = {f"{prefix}/turns/mean": sum(r.turns for r in results) / n,
          f"{prefix}/turns/tool_calls_mean": calls / n,
          f"{prefix}/turns/parse_failures": float(fails),
          f"{prefix}/turns/parse_failure_rate": fails / max(calls + fails, 1),
-         f"{prefix}/turns/response_mask_share": policy / max(tokens, 1)}
+         f"{prefix}/turns/response_mask_share": policy / max(tokens, 1),
+         f"{prefix}/turns/length_capped_share": capped / max(model_calls, 1)}
     solved = [r for r in results if (r.reward or 0) >= 1.0]
     if solved:
         m[f"{prefix}/turns/solved_multi_turn_share"] = sum(r.turns >= 2 for r in solved) / len(solved)
