@@ -101,8 +101,8 @@ def test_dashboard_in_chromium(tmp_path, browser, tiny_llama_dir):
                                             "'polyline').length)")
         assert harness_charts == [2, 2], harness_charts  # pass rate and policy tokens, one line per harness
         assert "pass_rate" in drv.find_element("id", "val-table").text
-        # turns: per-trial counts and shares, for rollout (6 keys) and validation (2 keys)
-        assert drv.execute_script("return document.querySelectorAll('#agent-turns svg polyline').length") == 8
+        # turns: per-trial counts and shares, for rollout (7 keys) and validation (2 keys)
+        assert drv.execute_script("return document.querySelectorAll('#agent-turns svg polyline').length") == 9
         assert drv.execute_script("return document.querySelectorAll('#agent-turns .chart-empty').length") == 0
         assert "turns/response_mask_share" in drv.find_element("id", "val-table").text
         cells = drv.execute_script("return [...document.querySelectorAll('#task-grid td.cell')].map(c => c.textContent)")

@@ -28,7 +28,7 @@ def longest_turn(response_mask: Sequence[int]) -> int:
 
 
 def overlong_penalty(turn_len: int, max_len: int, buffer: int, factor: float) -> float:
-    """0 while `turn_len` <= max_len - buffer, then falling linearly to -factor at max_len (and below it past)."""
+    """0 while `turn_len` <= max_len - buffer, then falling linearly to -factor at max_len (and -factor beyond it)."""
     if buffer <= 0:
         return 0.0
     exceed = turn_len - (max_len - buffer)
