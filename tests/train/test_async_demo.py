@@ -18,8 +18,8 @@ def test_async_demo_config_trains_two_steps(tiny_llama_dir, tmp_path):
     overrides = [f"model.path={tiny_llama_dir}", f"run.output_dir={tmp_path}", "trainer.total_steps=2",
                  "trainer.train_batch_size=2", "trainer.val_before_train=false", "trainer.test_freq=0",
                  "rollout.max_response_len=8", "algorithm.overlong_buffer=4", "rollout.concurrency=4",
-                 "serving.kv_budget_tokens=8192",
-                 "algorithm.filter_groups=false"]  # the random tiny model's groups are all alike: they would skip every update
+                 # the random tiny model's groups are all alike: with filter_groups they would skip every update
+                 "serving.kv_budget_tokens=8192", "algorithm.filter_groups=false"]
     proc = subprocess.run([sys.executable, "-m", "legorl.cli", "train", str(cfg), *overrides, "--no-progress"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -155,8 +155,9 @@ class ServingSection(Section):
     decode_linear: Literal["auto", "kernel", "torch"] = "auto"
     """Embedded engine: the linear layers of a step of at most 64 tokens (decode rows and the prompt chunks beside
     them). `kernel`: a C kernel (built with the decode kernel; AVX2 + FMA) that streams each weight once with the
-    next rows prefetched, 1.5-2x the BLAS GEMM at 1-14 rows and 1.1-1.2x at 16-64 on one core; `torch`: BLAS; `auto`: the kernel for a one-thread engine of fp32 weights
-    on the CPU (thread replicas on 2 cores), else torch (`bench/skinny_linear.py`, docs/serving.md)."""
+    next rows prefetched, 1.5-2x the BLAS GEMM at 1-14 rows and 1.1-1.2x at 16-64 on one core; `torch`: BLAS;
+    `auto`: the kernel for a one-thread engine of fp32 weights on the CPU (thread replicas on 2 cores), else torch
+    (`bench/skinny_linear.py`, docs/serving.md)."""
     scheduler: SchedulerSection = SchedulerSection()
     """The session-level admission gate."""
     vllm: VLLMSection = VLLMSection()

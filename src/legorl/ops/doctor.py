@@ -243,7 +243,8 @@ def length_capped_calls(d: RunData) -> Finding | None:
     """Most model calls of the last steps ran to the length cap: the policy fills its turns (a block cut at the cap
     still runs, so a run of guesses in one block can pay), and every step's rollouts and update grow with it."""
     recent = d.series("rollout/turns/length_capped_share")[-3:]
-    if len(recent) < 3 or statistics.mean(v for _, v in recent) < LENGTH_CAPPED_DOMINATES:
+    share = statistics.mean(v for _, v in recent) if len(recent) == 3 else 0.0
+    if share < LENGTH_CAPPED_DOMINATES:
         return None
     rollout, algo = d.config.get("rollout") or {}, d.config.get("algorithm") or {}
     cap, buffer = rollout.get("max_response_len", "?"), algo.get("overlong_buffer") or 0
@@ -252,8 +253,8 @@ def length_capped_calls(d: RunData) -> Finding | None:
            if not buffer else f"algorithm.overlong_buffer={buffer} is on: raise algorithm.overlong_penalty or the "
            "buffer, or raise rollout.max_response_len if the replies are legitimately long")
     return Finding("model calls cut at the length cap",
-                   f"steps {recent[0][0]}..{recent[-1][0]}: {statistics.mean(v for _, v in recent):.0%} of model "
-                   f"calls stopped at rollout.max_response_len={cap}", fix)
+                   f"steps {recent[0][0]}..{recent[-1][0]}: {share:.0%} of model calls stopped at "
+                   f"rollout.max_response_len={cap}", fix)
 
 
 OUTCOME_FIXES = {

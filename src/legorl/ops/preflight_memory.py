@@ -80,16 +80,18 @@ class ModelDims:
         largest = max(vocab * h, h * inter * (2 * experts if experts > 1 else 1))
         return cls(params, layers, h, inter, vocab, kv, hd, largest, experts > 1, heads, experts)
 
+    def lora_linears(self, targets: list[str] | str) -> list[tuple[int, int, int]]:
+        """(in, out, copies per layer) of each decoder Linear a LoRA adapter targets: `all-linear` is q/k/v/o and
+        gate/up/down, each expert's own under MoE when its experts are Linears."""
+        h, i, kv = self.hidden, self.intermediate, self.kv_heads * self.head_dim
+        q = (self.heads or h // self.head_dim) * self.head_dim
+        shapes = {"q_proj": (h, q, 1), "k_proj": (h, kv, 1), "v_proj": (h, kv, 1), "o_proj": (q, h, 1),
+                  "gate_proj": (h, i, self.experts), "up_proj": (h, i, self.experts), "down_proj": (i, h, self.experts)}
+        return [s for name, s in shapes.items() if targets == "all-linear" or name in targets]
+
     def lora_params(self, rank: int, targets: list[str] | str) -> int:
-        """Parameters of a rank-`rank` adapter (r x (in + out) per targeted decoder Linear: `all-linear` is q/k/v/o
-        and gate/up/down, each expert's own under MoE when its experts are Linears)."""
-        h, q, kv = self.hidden, (self.heads or self.hidden // self.head_dim) * self.head_dim, self.kv_heads * self.head_dim
-        shapes = {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h)}
-        mlp = {"gate_proj": (h, self.intermediate), "up_proj": (h, self.intermediate), "down_proj": (self.intermediate, h)}
-        per_layer = sum(rank * (i + o) for name, (i, o) in shapes.items() if targets == "all-linear" or name in targets)
-        per_layer += self.experts * sum(rank * (i + o) for name, (i, o) in mlp.items()
-                                        if targets == "all-linear" or name in targets)
-        return self.layers * per_layer
+        """Parameters of a rank-`rank` adapter: r x (in + out) per targeted Linear."""
+        return self.layers * sum(n * rank * (i + o) for i, o, n in self.lora_linears(targets))
 
 
 @dataclass
@@ -185,7 +187,8 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
     if lora.enabled:  # the base frozen in fp32; only the adapter has gradients and AdamW state
         adapter = dims.lora_params(lora.rank, lora.target_modules)
         parts["trainer weights+grads+AdamW"] = dims.params * 4.0 + adapter * 16.0
-        parts["AdamW temp"] = 2 * adapter * 4.0 / max(dims.layers, 1)
+        widest = max(max(i, o) for i, o, _ in dims.lora_linears(lora.target_modules))
+        parts["AdamW temp"] = 2 * lora.rank * widest * 4.0  # one adapter tensor's two temporaries at a time
     else:
         parts["trainer weights+grads+AdamW"] = dims.params * 16.0  # fp32 weights + grads + AdamW exp_avg / exp_avg_sq
         parts["AdamW temp"] = 2 * dims.largest * 4.0  # AdamW(foreach=False): two temporaries of one tensor at a time

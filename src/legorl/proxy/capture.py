@@ -285,10 +285,11 @@ class Capture:
         c.prompt_tokens += plan.prompt_len
         c.completion_tokens += len(kept)
         c.cached_prompt_tokens += out.cached_prompt_tokens
+        capped = out.finish_reason == "length" and stop_id is None and not hit  # cut at max_tokens
+        c.length_capped += int(capped)
         finish: Finish = "tool_calls" if parsed.tool_calls else "stop_sequence" if hit else (
-            "length" if out.finish_reason == "length" and stop_id is None else "stop"
+            "length" if capped else "stop"
         )
-        c.length_capped += int(out.finish_reason == "length" and stop_id is None and not hit)
         return CallResult(
             parsed.content, parsed.tool_calls, finish, hit, plan.prompt_len, len(kept),
             out.cached_prompt_tokens, kept, list(out.logprobs[: len(kept)]),
