@@ -22,6 +22,7 @@ def base_record(step: int) -> dict[str, Any]:
         "rollout/turns/mean": 2.0 + 0.1 * step, "rollout/turns/tool_calls_mean": 1.5, "rollout/turns/parse_failures": 1.0,
         "rollout/turns/parse_failure_rate": 0.1, "rollout/turns/solved_multi_turn_share": 0.5,
         "rollout/turns/response_mask_share": 0.2, "rollout/turns/length_capped_share": 0.05,
+        "budget/engine/preemptions": 0.0,
     }
 
 

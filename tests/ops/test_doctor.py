@@ -117,3 +117,21 @@ def test_length_capped_calls(tmp_path):
                                                                    "algorithm": {"overlong_buffer": 16}})
     assert "overlong_penalty" in diagnose(Run(shaped))[0].fix
     assert sigs(make_run(tmp_path, "early", records=capped[3:])) == []
+
+
+def test_kv_preemptions(tmp_path):
+    """A KV pool too small for the step's live trials: calls are evicted and recompute their contexts. 2 in 24
+    trials preempted is below the bar; a signature needs three steps; the evidence names the pool and the
+    concurrency, and the fix the three ways out."""
+    counts = (0, 1, 4, 3, 5)
+    records = [{"step": s, **base_record(s), "budget/engine/preemptions": float(v)}
+               for s, v in enumerate(counts, start=1)]
+    cfg = {"serving": {"kv_budget_tokens": 4096}, "rollout": {"concurrency": 8}}
+    found = diagnose(Run(make_run(tmp_path, records=records, config=cfg)))
+    assert [f.signature for f in found] == ["KV pool preempts model calls"]
+    assert "steps 3..5: 12 calls evicted" in found[0].evidence and "over 24 trials" in found[0].evidence
+    assert "kv_budget_tokens=4096" in found[0].evidence and "concurrency=8" in found[0].evidence
+    assert all(k in found[0].fix for k in ("serving.kv_budget_tokens", "rollout.concurrency", "serving.scheduler"))
+    few = [{**r, "budget/engine/preemptions": v} for r, v in zip(records[2:], (1.0, 0.0, 1.0), strict=True)]
+    assert sigs(make_run(tmp_path, "few", records=few)) == []  # 2 in 24 trials: below the bar
+    assert sigs(make_run(tmp_path, "short", records=records[3:])) == []  # two steps

@@ -179,6 +179,12 @@ def test_pitfalls():
     assert warns(async_training={"enabled": True, "staleness_threshold": 2}) == 0
     assert warns(async_training={"enabled": True, "staleness_threshold": 2}, algorithm={"rollout_is": "none"}) == 1
     assert warns(serving={"kv_budget_tokens": 4096}) == 1
+    (kv,) = [r for r in pf.check_pitfalls(cfg(serving={"kv_budget_tokens": 4096}, rollout={"concurrency": 8,
+             "max_prompt_len": 1024, "max_response_len": 64})) if "KV budget" in r.message]
+    assert "holds 3 of the 8 concurrent trials" in kv.message and "1088 tokens" in kv.message
+    assert "budget/engine/preemptions" in kv.message and "legorl doctor" in kv.message
+    (kv,) = [r for r in pf.check_pitfalls(cfg(serving={"kv_budget_tokens": 1024})) if "KV pool" in r.message]
+    assert "smaller than one trial at its longest" in kv.message and "context_overflow" in kv.message
     # kv_budget_tokens sizes the embedded engine only; vLLM sizes its own cache
     assert warns(serving={"engine": "vllm", "kv_budget_tokens": 4096, "vllm": {"urls": ["http://a"]}}) == 0
     assert levels(pf.check_pitfalls(cfg())).count("WARN") == 1  # max_logprob_abs_diff unset

@@ -290,12 +290,20 @@ def check_pitfalls(cfg: RunConfig) -> list[CheckResult]:
     if t.max_logprob_abs_diff is None:
         out.append(warn(name, "trainer.max_logprob_abs_diff unset: a sampler/trainer logprob mismatch trains "
                               "silently on wrong ratios", "trainer.max_logprob_abs_diff=1e-3"))
-    need = r.concurrency * (r.max_prompt_len + r.max_response_len)
+    longest = r.max_prompt_len + r.max_response_len
     have = s.kv_budget_tokens * s.n_replicas
-    if s.engine == "embedded" and have < need:
-        out.append(warn(name, f"KV budget {have} tokens < concurrency × (max_prompt_len + max_response_len) "
-                              f"= {need}: requests will be preempted and recomputed",
-                        "raise serving.kv_budget_tokens or lower rollout.concurrency"))
+    if s.engine == "embedded" and s.kv_budget_tokens < longest:
+        out.append(warn(name, f"a replica's KV pool ({s.kv_budget_tokens} tokens) is smaller than one trial at its "
+                              f"longest (max_prompt_len + max_response_len = {longest} tokens): a call whose context "
+                              "outgrows the pool fails (context_overflow)",
+                        "raise serving.kv_budget_tokens or lower rollout.max_prompt_len"))
+    elif s.engine == "embedded" and have < r.concurrency * longest:
+        # a bound from the config: how long the trials really grow shows in the run's budget/engine/preemptions
+        out.append(warn(name, f"KV budget {have} tokens holds {have // longest} of the {r.concurrency} concurrent "
+                              f"trials at their longest (max_prompt_len + max_response_len = {longest} tokens): "
+                              "more that long at once are preempted and recompute their contexts (the run "
+                              "reports budget/engine/preemptions; `legorl doctor` names steps that pay for it)",
+                        "if the trials grow that long, raise serving.kv_budget_tokens or lower rollout.concurrency"))
     if not out:
         out.append(ok(name, "no known silent pitfall"))
     return out

@@ -26,7 +26,9 @@ def engine_budget(before: list[EngineStats], after: list[EngineStats], wall_s: f
                                                    "generated_tokens"))
     out = {"budget/engine/prefill_tokens": prefill, "budget/engine/cached_prompt_tokens": cached,
            "budget/engine/decode_tokens": decoded, "budget/engine/prefill_s": prefill_s,
-           "budget/engine/decode_s": decode_s}
+           "budget/engine/decode_s": decode_s,
+           # calls evicted from a full KV pool: each recomputes its context later (in prefill_tokens)
+           "budget/engine/preemptions": delta("preemptions")}
     if prefill_s > 0:
         out["budget/engine/prefill_tok_s"] = prefill / prefill_s
     if decode_s > 0:

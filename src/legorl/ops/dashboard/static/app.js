@@ -125,6 +125,7 @@
     // the step's time budget (train/budget.py): trial phases, engine rates and busy share, loop lag
     const budget = [["budget/trial/* median (s)", /^budget\/trial\/.*_p50_s$/],
       ["budget/engine/* tok/s", /^budget\/engine\/.*_tok_s$/], ["budget/engine/busy_share", /^budget\/engine\/busy_share$/],
+      ["budget/engine/preemptions (calls evicted from a full KV pool)", /^budget\/engine\/preemptions$/],
       ["budget/loop_lag/* (s)", /^budget\/loop_lag\//]];
     for (const [title, re] of budget) if (pick(re).length) chart(tim, title, pick(re), "train");
     renderValidation(pick(/^val\//));
