@@ -108,6 +108,19 @@ def test_topology():
     assert "FATAL" not in levels(pf.check_topology(c, structure_only=True))
 
 
+def test_concurrency_above_a_steps_trials_serves_validation():
+    """Slots beyond a step's trials idle through training, but a validation pass (held-out tasks x val_n) runs
+    its trials through the same slots: a warning only when the run never validates."""
+    def msgs(**trainer):
+        c = cfg(rollout={"concurrency": 32}, trainer={"train_batch_size": 4, **trainer})  # 4 x 4 = 16 trials
+        return [(r.level, r.message) for r in pf.check_topology(c, cores=64, gpus=0) if "concurrency=32" in r.message]
+
+    ((level, msg),) = msgs(test_freq=0, val_before_train=False)
+    assert level == "WARN" and "stay idle" in msg
+    ((level, msg),) = msgs(test_freq=10)
+    assert level == "PASS" and "slots beyond 16 serve validation's trials" in msg
+
+
 def test_vllm_checks():
     missing = cfg(serving={"engine": "vllm", "vllm": {"executable": "/nonexistent/vllm"}})
     res = pf.check_vllm(missing, gpus=0)

@@ -75,7 +75,12 @@ def check_topology(cfg: RunConfig, structure_only: bool = False, cores: int | No
     waves = math.ceil(trials / r.concurrency)
     out = [ok(name, f"{s.n_replicas} {s.engine} replica(s), concurrency {r.concurrency}: "
                     f"{trials} trials per step in {waves} wave(s)")]
-    if r.concurrency > trials:
+    t, tasks = cfg.trainer, cfg.tasks
+    validates = (t.test_freq > 0 or t.val_before_train) and (tasks.val is not None or tasks.val_fraction > 0)
+    if r.concurrency > trials and validates:  # a validation pass runs its trials through the same slots
+        out.append(ok(name, f"rollout.concurrency={r.concurrency} > {trials} trials per step: the slots beyond "
+                            f"{trials} serve validation's trials (held-out tasks x trainer.val_n)"))
+    elif r.concurrency > trials:
         out.append(warn(name, f"rollout.concurrency={r.concurrency} > {trials} trials per step: "
                               "the extra slots stay idle", f"set rollout.concurrency <= {trials}"))
     if s.n_replicas > r.concurrency:
