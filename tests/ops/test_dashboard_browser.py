@@ -106,7 +106,8 @@ def test_dashboard_in_chromium(tmp_path, browser, tiny_llama_dir):
         assert drv.execute_script("return document.querySelectorAll('#agent-turns .chart-empty').length") == 0
         assert "turns/response_mask_share" in drv.find_element("id", "val-table").text
         # the step budget: calls evicted from a full KV pool get their own chart
-        titles = drv.execute_script("return [...document.querySelectorAll('#timing .chart')].map(c => c.dataset.title)")
+        titles = drv.execute_script("return [...document.querySelectorAll('#timing .chart')]"
+                                    ".map(c => c.dataset.title)")
         assert any(t.startswith("budget/engine/preemptions") for t in titles), titles
         cells = drv.execute_script("return [...document.querySelectorAll('#task-grid td.cell')].map(c => c.textContent)")
         assert len(cells) == 8 and set(cells) == {"1/2"}

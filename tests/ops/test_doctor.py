@@ -131,7 +131,8 @@ def test_kv_preemptions(tmp_path):
     assert [f.signature for f in found] == ["KV pool preempts model calls"]
     assert "steps 3..5: 12 calls evicted" in found[0].evidence and "over 24 trials" in found[0].evidence
     assert "kv_budget_tokens=4096" in found[0].evidence and "concurrency=8" in found[0].evidence
-    assert all(k in found[0].fix for k in ("serving.kv_budget_tokens", "rollout.concurrency", "serving.scheduler"))
+    for key in ("serving.kv_budget_tokens", "rollout.concurrency", "serving.scheduler"):
+        assert key in found[0].fix
     few = [{**r, "budget/engine/preemptions": v} for r, v in zip(records[2:], (1.0, 0.0, 1.0), strict=True)]
     assert sigs(make_run(tmp_path, "few", records=few)) == []  # 2 in 24 trials: below the bar
     assert sigs(make_run(tmp_path, "short", records=records[3:])) == []  # two steps

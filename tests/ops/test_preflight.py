@@ -113,7 +113,8 @@ def test_concurrency_above_a_steps_trials_serves_validation():
     its trials through the same slots: a warning only when the run never validates."""
     def msgs(**trainer):
         c = cfg(rollout={"concurrency": 32}, trainer={"train_batch_size": 4, **trainer})  # 4 x 4 = 16 trials
-        return [(r.level, r.message) for r in pf.check_topology(c, cores=64, gpus=0) if "concurrency=32" in r.message]
+        res = pf.check_topology(c, cores=64, gpus=0)
+        return [(r.level, r.message) for r in res if "concurrency=32" in r.message]
 
     ((level, msg),) = msgs(test_freq=0, val_before_train=False)
     assert level == "WARN" and "stay idle" in msg

@@ -20,12 +20,13 @@ def _stats(preemptions: int, generated: int, decode_s: float):
 
     return EngineStats(weight_version=0, running=0, waiting=0, kv_cache_usage=0.0, kv_budget_tokens=1024,
                        prefill_tokens_computed=0, prefill_tokens_cached=0, generated_tokens=generated,
-                       preemptions=preemptions, requests_finished=0, paused=False, decode_s=decode_s, steps=generated)
+                       preemptions=preemptions, requests_finished=0, paused=False, decode_s=decode_s,
+                       steps=generated)
 
 
 def test_engine_budget_counts_the_steps_preemptions_over_all_replicas():
-    """The engines' counters are cumulative: a step reports what happened between its two snapshots, summed over
-    the replicas (here 2 + 3 calls evicted during the step, 7 before it)."""
+    """The engines' counters are cumulative: a step reports what happened between its two snapshots, summed
+    over the replicas (here 2 + 3 calls evicted during the step, 7 before it)."""
     from legorl.train.budget import engine_budget
 
     before = [_stats(5, 100, 1.0), _stats(2, 50, 0.5)]

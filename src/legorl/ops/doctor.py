@@ -25,8 +25,9 @@ LATENCY_GROWTH = 3.0  # late-step sandbox start vs early-step, and at least LATE
 LATENCY_MIN_S = 2.0
 OUTCOME_DOMINATES = 0.5  # fraction of a step's trials ending in timeout / context_overflow / agent_error
 LENGTH_CAPPED_DOMINATES = 0.5  # fraction of model calls stopped at rollout.max_response_len, over the last steps
-PREEMPTIONS_PER_TRIAL_BAD = 0.1  # calls evicted from a full KV pool per trial, over the last steps (each recomputes
-# its context: on multi-turn trials of ~500 tokens, one in ten trials preempted is ~10% more prefill)
+# calls evicted from a full KV pool per trial over the last steps: each recomputes its context, so on
+# multi-turn trials of ~500 tokens one eviction in ten trials is ~10% more prefill
+PREEMPTIONS_PER_TRIAL_BAD = 0.1
 
 
 @dataclass
@@ -260,8 +261,8 @@ def length_capped_calls(d: RunData) -> Finding | None:
 
 
 def kv_preemptions(d: RunData) -> Finding | None:
-    """The engines' KV pools ran full in the last steps: each preempted call is evicted and later recomputes its
-    whole context, so the rollout pays prefill twice (`legorl preflight` can only bound this from the config)."""
+    """The engines' KV pools ran full in the last steps: each preempted call is evicted and later recomputes
+    its whole context, so the rollout pays its prefill twice (`legorl preflight` can only bound this)."""
     recent = [r for r in d.records if isinstance(r.get("budget/engine/preemptions"), int | float)][-3:]
     trials = sum(float(r.get("trajectory_filter/kept", 0)) + float(r.get("trajectory_filter/dropped", 0))
                  for r in recent)
@@ -269,12 +270,14 @@ def kv_preemptions(d: RunData) -> Finding | None:
     if len(recent) < 3 or trials <= 0 or preempted / trials < PREEMPTIONS_PER_TRIAL_BAD:
         return None
     serving, rollout = d.config.get("serving") or {}, d.config.get("rollout") or {}
+    pool, slots = serving.get("kv_budget_tokens", "?"), rollout.get("concurrency", "?")
     return Finding("KV pool preempts model calls",
-                   f"steps {recent[0]['step']}..{recent[-1]['step']}: {preempted:.0f} calls evicted from a full KV "
-                   f"pool over {trials:.0f} trials (serving.kv_budget_tokens={serving.get('kv_budget_tokens', '?')}"
-                   f" per replica, rollout.concurrency={rollout.get('concurrency', '?')}); each recomputes its context",
-                   "raise serving.kv_budget_tokens (`legorl preflight` prices its memory), lower rollout.concurrency, "
-                   "or set serving.scheduler.enabled = true so new sessions wait instead of evicting running ones")
+                   f"steps {recent[0]['step']}..{recent[-1]['step']}: {preempted:.0f} calls evicted from a "
+                   f"full KV pool over {trials:.0f} trials (serving.kv_budget_tokens={pool} per replica, "
+                   f"rollout.concurrency={slots}); each recomputes its context",
+                   "raise serving.kv_budget_tokens (`legorl preflight` prices its memory), lower "
+                   "rollout.concurrency, or set serving.scheduler.enabled = true so new sessions wait "
+                   "instead of evicting running ones")
 
 
 OUTCOME_FIXES = {
@@ -304,7 +307,8 @@ def outcome_dominates(d: RunData) -> Finding | None:
 
 SIGNATURES: list[Callable[[RunData], Finding | None]] = [
     all_env_setup_failed, zero_rewards_verifier_errors, verifier_errors_share, zero_tool_calls, outcome_dominates, logprob_collapse,
-    ess_collapse, staleness_drops, zero_std_groups, sandbox_latency_creep, length_capped_calls, kv_preemptions,
+    ess_collapse, staleness_drops, zero_std_groups, sandbox_latency_creep, length_capped_calls,
+    kv_preemptions,
 ]
 
 

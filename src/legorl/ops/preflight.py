@@ -78,8 +78,8 @@ def check_topology(cfg: RunConfig, structure_only: bool = False, cores: int | No
     t, tasks = cfg.trainer, cfg.tasks
     validates = (t.test_freq > 0 or t.val_before_train) and (tasks.val is not None or tasks.val_fraction > 0)
     if r.concurrency > trials and validates:  # a validation pass runs its trials through the same slots
-        out.append(ok(name, f"rollout.concurrency={r.concurrency} > {trials} trials per step: the slots beyond "
-                            f"{trials} serve validation's trials (held-out tasks x trainer.val_n)"))
+        out.append(ok(name, f"rollout.concurrency={r.concurrency} > {trials} trials per step: the slots "
+                            f"beyond {trials} serve validation's trials (held-out tasks x trainer.val_n)"))
     elif r.concurrency > trials:
         out.append(warn(name, f"rollout.concurrency={r.concurrency} > {trials} trials per step: "
                               "the extra slots stay idle", f"set rollout.concurrency <= {trials}"))
@@ -298,17 +298,19 @@ def check_pitfalls(cfg: RunConfig) -> list[CheckResult]:
     longest = r.max_prompt_len + r.max_response_len
     have = s.kv_budget_tokens * s.n_replicas
     if s.engine == "embedded" and s.kv_budget_tokens < longest:
-        out.append(warn(name, f"a replica's KV pool ({s.kv_budget_tokens} tokens) is smaller than one trial at its "
-                              f"longest (max_prompt_len + max_response_len = {longest} tokens): a call whose context "
-                              "outgrows the pool fails (context_overflow)",
+        out.append(warn(name, f"a replica's KV pool ({s.kv_budget_tokens} tokens) is smaller than one trial "
+                              f"at its longest (max_prompt_len + max_response_len = {longest} tokens): a "
+                              "call whose context outgrows the pool fails (context_overflow)",
                         "raise serving.kv_budget_tokens or lower rollout.max_prompt_len"))
     elif s.engine == "embedded" and have < r.concurrency * longest:
-        # a bound from the config: how long the trials really grow shows in the run's budget/engine/preemptions
-        out.append(warn(name, f"KV budget {have} tokens holds {have // longest} of the {r.concurrency} concurrent "
-                              f"trials at their longest (max_prompt_len + max_response_len = {longest} tokens): "
-                              "more that long at once are preempted and recompute their contexts (the run "
-                              "reports budget/engine/preemptions; `legorl doctor` names steps that pay for it)",
-                        "if the trials grow that long, raise serving.kv_budget_tokens or lower rollout.concurrency"))
+        # a bound from the config: how long trials really grow shows in the run's budget/engine/preemptions
+        out.append(warn(name, f"KV budget {have} tokens holds {have // longest} of the {r.concurrency} "
+                              f"concurrent trials at their longest (max_prompt_len + max_response_len = "
+                              f"{longest} tokens): more that long at once are preempted and recompute their "
+                              "contexts (the run reports budget/engine/preemptions; `legorl doctor` names "
+                              "steps that pay for it)",
+                        "if the trials grow that long, raise serving.kv_budget_tokens or lower "
+                        "rollout.concurrency"))
     if not out:
         out.append(ok(name, "no known silent pitfall"))
     return out
