@@ -36,10 +36,10 @@ class AgentSpec:
 AGENTS: dict[str, AgentSpec] = {
     "mini-swe-agent": AgentSpec("mini-swe-agent", "pip", "mini-swe-agent>=2.4,<3"),
     "claude-code": AgentSpec("claude-code", "npm", "@anthropic-ai/claude-code", "claude", "LEGORL_CLAUDE_BIN",
-                             tested="2.1.197"),
+                             tested="2.1.332"),
     "opencode": AgentSpec("opencode", "npm", "opencode-ai", "opencode", "LEGORL_OPENCODE_BIN", tested="1.18.33"),
     # bin/codex.js only picks the musl binary of the platform package and spawns it: run that directly.
-    "codex": AgentSpec("codex", "npm", "@openai/codex", "codex", "LEGORL_CODEX_BIN", tested="0.169.0",
+    "codex": AgentSpec("codex", "npm", "@openai/codex", "codex", "LEGORL_CODEX_BIN", tested="0.171.0",
                        native="@openai/codex-linux-{arch}/vendor/{triple}/bin/codex"),
     # a node bundle (cli-entry.js): the adapter runs it with the sandbox's node
     "qwen-code": AgentSpec("qwen-code", "npm", "@qwen-code/qwen-code", "qwen", "LEGORL_QWEN_BIN", tested="0.24.4"),
