@@ -83,15 +83,18 @@ def test_one_sync_step_changes_weights_and_engine_serves_them(tiny_llama_dir, tm
 def test_filter_groups_from_the_cli_skips_a_step_without_signal(tiny_llama_dir, tmp_path, tiny_run_config):
     """`algorithm.filter_groups=true` on the command line: the random tiny model scores 0 in every group, so
     no row is trained on and the weights stay the base model's (without the filter, the config's entropy
-    term changes them: test above). tests/train/test_trainer_step.py checks the mixed-group case."""
+    term changes them: test above). tests/train/test_trainer_step.py checks the mixed-group case. With
+    `serving.free_kv_during_update` the engine keeps its KV pool through a step that updates nothing."""
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    res = legorl("train", str(write_cfg(tiny_run_config, 1)), "algorithm.filter_groups=true", "--no-progress")
+    res = legorl("train", str(write_cfg(tiny_run_config, 1)), "algorithm.filter_groups=true",
+                 "serving.free_kv_during_update=true", "--no-progress")
     assert res.returncode == 0, res.stderr[-2000:]
     row = json.loads((tmp_path / "runs" / "t" / "logs" / "t.jsonl").read_text().splitlines()[-1])
     assert row["filter_groups/dropped_rows"] == 4 and row["filter_groups/kept_rows"] == 0
     assert row["grpo/zero_std_groups"] == row["grpo/num_groups"] == 2 and row["actor/skipped"] == 1
+    assert row["perf/update_kv_gb"] > 0  # no update ran, so the pool was not freed and made again
     trained = load_file(str(tmp_path / "runs" / "t" / "checkpoints" / "step_1" / "model.safetensors"))
     base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir).state_dict()
     assert all(torch.equal(trained[k], base[k]) for k in trained)

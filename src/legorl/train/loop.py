@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from legorl.train.steps import (
     save,
     start_or_resume,
     sync_metrics,
+    takes_a_step,
     training_trials,
     trial_specs,
     validate,
@@ -197,7 +199,8 @@ async def _sync_steps(cfg: RunConfig, run_dir: RunDir, runtime: Runtime, trainer
                       **trial_budget(results), **loop_budget(lag.take())}
             kept, fstats = trajectory_filter(results)
             shaped, shaping = training_trials(cfg, kept)
-            async with runtime.updating():  # serving.free_kv_during_update: the KV pools' memory is the update's
+            # serving.free_kv_during_update: the KV pools' memory is the update's (kept when no step runs)
+            async with runtime.updating() if takes_a_step(cfg.algorithm.filter_groups, shaped) else nullcontext():
                 kv_held = sum(s.kv_bytes for s in await runtime.engine_stats())
                 metrics = learn(trainer, shaped)
             metrics.update(shaping)

@@ -23,6 +23,7 @@ from legorl.runtime.types import Runtime
 from legorl.serving.types import EngineClosedError, EngineError
 from legorl.serving.weight_sync import WeightSync
 from legorl.tasks.model import Task
+from legorl.train.advantages import mixed_group_rows
 from legorl.train.batch import collate, trainable
 from legorl.train.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from legorl.train.heap import update_heap
@@ -98,6 +99,17 @@ def training_trials(cfg: RunConfig, kept: list[TrialResult]) -> tuple[list[Trial
     and the shaping's metrics; the metrics of outcomes and the sampler read the verifier's rewards."""
     a = cfg.algorithm
     return shape_overlong(kept, cfg.rollout.max_response_len, a.overlong_buffer, a.overlong_penalty)
+
+
+def takes_a_step(filter_groups: bool, kept: list[TrialResult]) -> bool:
+    """Whether `learn` on `kept` reaches the optimizer: some trial carries policy tokens and, with
+    `algorithm.filter_groups`, some group's rewards differ (the trainer drops the uniform ones). A synchronous
+    loop frees the KV pools only for an update that runs."""
+    rows = trainable(kept)
+    if not rows or not filter_groups:
+        return bool(rows)
+    rewards = torch.tensor([float(r.reward or 0.0) for r in rows])  # as `collate` reads them
+    return bool(mixed_group_rows(rewards, [r.group_id for r in rows]))
 
 
 def learn(trainer: Trainer, kept: list[TrialResult]) -> dict[str, float]:
