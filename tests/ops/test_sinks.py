@@ -58,6 +58,13 @@ def test_tensorboard_sink(tmp_path, monkeypatch):
     logger.close()
     ea = EventAccumulator(str(tmp_path / "tensorboard"))
     ea.Reload()
-    assert "critic/score/mean" in ea.Tags()["tensors"]
-    events = ea.Tensors("critic/score/mean")
-    assert [e.step for e in events] == [1, 2]
+    assert [(e.step, e.value) for e in ea.Scalars("critic/score/mean")] == [(1, 0.25), (2, 0.75)]
+    # with the run's config (what `legorl train` passes): its keys as text beside the scalars
+    (sink,) = make_sinks(["tensorboard"], tmp_path / "run", "exp", config={"trainer": {"lr": 1e-3}})
+    sink.log(1, {"actor/grad_norm": 2.0})
+    sink.close()
+    ea = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    ea.Reload()
+    assert [e.value for e in ea.Scalars("actor/grad_norm")] == [2.0]
+    (text,) = [t for t in ea.Tags()["tensors"] if t.startswith("config")]
+    assert b"trainer.lr = 0.001" in ea.Tensors(text)[0].tensor_proto.string_val[0]

@@ -48,13 +48,14 @@ def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 class TensorBoardSink:
-    """Event files under `<log_dir>/tensorboard/` (tensorboard's own writer: no torch needed)."""
+    """Event files under `<log_dir>/tensorboard/`: scalars per step and the run's config as text (torch's
+    writer; tensorboard's own `tensorboard.summary.Writer` writes scalars only)."""
 
     def __init__(self, log_dir: str | Path, experiment: str, config: dict[str, Any] | None = None):
-        from tensorboard.summary import Writer
+        from torch.utils.tensorboard import SummaryWriter
 
         self.dir = Path(log_dir) / "tensorboard"
-        self.writer = Writer(str(self.dir))
+        self.writer = SummaryWriter(str(self.dir))
         if config:
             self.writer.add_text("config", "\n".join(f"    {k} = {v!r}" for k, v in flatten(config).items()), 0)
 
