@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -40,3 +41,12 @@ def test_eval_backend_is_a_name_or_module_class():
         res = CliRunner().invoke(app, ["eval", "builtin:shell-basics", "--agent", "nop", "--backend", backend])
         lines = res.output.strip().splitlines()
         assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("--backend: ") and message in lines[0]
+
+
+def test_models_list_names_each_model_and_where_it_was_prepared(tiny_llama_dir):
+    res = subprocess.run([sys.executable, "-m", "legorl.cli", "models", "list"], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "COLUMNS": "300"})
+    assert res.returncode == 0, res.stderr
+    rows = {line.split("│")[1].strip(): line for line in res.stdout.splitlines() if line.count("│") >= 3}
+    assert {"smollm2-135m-instruct", "tiny-llama"} <= set(rows)
+    assert str(tiny_llama_dir) in rows["tiny-llama"]  # prepared (the fixture did it): its directory is listed

@@ -117,3 +117,30 @@ async def test_quiesce_spares_the_images_services(docker_url: str, make_task) ->
         await sb.quiesce()
         r = await sb.exec("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '")
         assert "sleep 1001" in r.stdout and "sleep 1002" not in r.stdout, r
+
+
+def test_legorl_eval_over_the_docker_backend(docker_url: str, tmp_path: Path) -> None:
+    """`legorl eval TASK --backend docker` (the engine found by $DOCKER_HOST, as a user points it): the oracle
+    scores 1 and the no-op 0 in containers of the task's `docker_image`."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    task = tmp_path / "greet"
+    for sub in ("environment", "tests", "solution"):
+        (task / sub).mkdir(parents=True)
+    (task / "task.toml").write_text(f'[environment]\ndocker_image = "{IMAGE}"\nworkdir = "/app"\n'
+                                    "[verifier]\ntimeout_sec = 30.0\n[agent]\ntimeout_sec = 60.0\n")
+    (task / "instruction.md").write_text("Write hello to /app/g.txt.\n")
+    (task / "tests" / "test.sh").write_text(
+        '[ "$(cat /app/g.txt 2>/dev/null)" = hello ] && r=1 || r=0; echo $r > /logs/verifier/reward.txt\n')
+    (task / "solution" / "solve.sh").write_text("echo hello > /app/g.txt\n")
+    env = dict(os.environ, DOCKER_HOST=docker_url)
+    for agent, reward in (("oracle", 1.0), ("nop", 0.0)):
+        out = tmp_path / agent
+        res = subprocess.run([sys.executable, "-m", "legorl.cli", "eval", str(task), "-a", agent, "--backend", "docker",
+                              "-o", str(out)], capture_output=True, text=True, timeout=300, env=env)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        (trial,) = json.loads((out / "results.json").read_text())["trials"]
+        assert trial["reward"] == reward and trial["outcome"] == ("solved" if reward else "failed"), trial
