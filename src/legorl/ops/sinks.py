@@ -86,7 +86,9 @@ class WandbSink:
 
 
 class MlflowSink:
-    """One mlflow run (tracking URI from $MLFLOW_TRACKING_URI, else ./mlruns)."""
+    """One mlflow run (tracking URI from $MLFLOW_TRACKING_URI, else mlflow's default: `sqlite:///mlflow.db` in the
+    working directory since mlflow 3, whose file store refuses new runs). Checked with wandb 0.31 offline and
+    mlflow 3.18 (2026-12-07, `legorl train ... 'run.metrics_sinks=["wandb","mlflow"]'`); neither is a dependency."""
 
     def __init__(self, log_dir: str | Path, experiment: str, config: dict[str, Any] | None = None):
         import mlflow
