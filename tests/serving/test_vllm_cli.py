@@ -29,6 +29,7 @@ def test_eval_with_vllm(smollm_vllm_server, smollm_dir, tmp_path):
         "model": {"path": str(smollm_dir)}, "tasks": {"train": "builtin:shell-basics"},
         "serving": {"engine": "vllm", "vllm": {"urls": [smollm_vllm_server.url]}},
     }))
+    served = _requests_served(smollm_vllm_server.url)
     res = CliRunner().invoke(app, [
         "eval", "builtin:shell-basics", "--config", str(cfg), "--task", "rename-file", "--task", "make-dir",
         "-k", "2", "--max-turns", "1", "--max-tokens", "24", "-o", str(tmp_path / "out")])
@@ -36,7 +37,19 @@ def test_eval_with_vllm(smollm_vllm_server, smollm_dir, tmp_path):
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert data["num_trials"] == 4
     assert all(t["outcome"] in ("solved", "failed") and t["tokens"] > 0 for t in data["trials"])
+    # the attached server answered the trials' calls (until 2026-12-07 eval ignored `serving.vllm` and started a
+    # server of its own), and it is still running
+    assert _requests_served(smollm_vllm_server.url) - served >= 4
     assert smollm_vllm_server.alive
+
+
+def _requests_served(url: str) -> float:
+    """vLLM's `vllm:request_success_total`, summed over finish reasons."""
+    import urllib.request
+
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:request_success_total{"))
 
 
 async def test_serve_with_vllm_captures_tokens_for_the_openai_client(smollm_vllm_server, smollm_dir, tmp_path):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from legorl.config.run import RunConfig
+from legorl.config.serving import VLLMSection
 from legorl.models.moe import is_moe
 from legorl.models.store import DEFAULT_MODEL, resolve_model
 from legorl.proxy import ProxyConfig
@@ -69,6 +70,7 @@ class PolicySpec:
     threads_per_replica: int | None = None
     decode_attention: str = "auto"  # embedded: a run config's serving.decode_attention
     decode_linear: str = "auto"  # embedded: a run config's serving.decode_linear
+    vllm: VLLMSection | None = None  # vllm: a run config's serving.vllm (its `urls` attach servers instead of starting one)
 
 
 @dataclass
@@ -109,7 +111,8 @@ class InProcessRuntime:
                               max_model_len=policy.max_model_len, seed=policy.seed, device=policy.device,
                               dtype=policy.dtype, n_replicas=policy.n_replicas,  # type: ignore[arg-type]
                               threads_per_replica=policy.threads_per_replica, share_weights=True,
-                              decode_attention=policy.decode_attention, decode_linear=policy.decode_linear)
+                              decode_attention=policy.decode_attention, decode_linear=policy.decode_linear,
+                              vllm=policy.vllm or VLLMSection())
             server = await PolicyServer.start(spec, ProxyConfig(tool_parser=policy.tool_parser))
             endpoints = ProxyEndpoints(server.proxy)
         return cls(server, WorkerRunner(config, endpoints))

@@ -209,7 +209,8 @@ def _setup(f: Flags, run_cfg: Any, exp: str) -> tuple[Any, Any]:
                          max_model_len=ro.max_prompt_len + ro.max_response_len, device=serving.device,
                          dtype=serving.dtype, n_replicas=serving.n_replicas,
                          threads_per_replica=serving.threads_per_replica,
-                         decode_attention=serving.decode_attention, decode_linear=serving.decode_linear)
+                         decode_attention=serving.decode_attention, decode_linear=serving.decode_linear,
+                         vllm=serving.vllm)
     return cfg, policy
 
 
