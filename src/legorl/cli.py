@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import warnings
 
@@ -56,9 +57,18 @@ def _one_line_warnings() -> None:
     warnings.formatwarning = fmt
 
 
+def _stop_like_ctrl_c(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
-    """Run the app; usage errors become one line (`error: ... (see 'legorl X --help')`), exit 2."""
+    """Run the app; usage errors become one line (`error: ... (see 'legorl X --help')`), exit 2.
+
+    SIGTERM (`kill`, a scheduler stopping the job) unwinds as Ctrl-C does, so what the command started stops with
+    it: a vLLM server runs in its own process group and would otherwise outlive the trainer, holding its memory."""
     _one_line_warnings()
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
     try:  # typer >= 0.20 vendors click
         from typer._click import exceptions as cx
     except ImportError:  # pragma: no cover - older typer uses click itself
