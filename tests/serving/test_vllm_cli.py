@@ -5,14 +5,12 @@ Needs .venv-vllm from `bash scripts/setup.sh` (skipped without it, except under 
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from typer.testing import CliRunner
 
 from legorl.cli import app
-from legorl.proxy.cli import run_server
 
 pytestmark = pytest.mark.slow
 
@@ -53,30 +51,41 @@ def _requests_served(url: str) -> float:
 
 
 async def test_serve_with_vllm_captures_tokens_for_the_openai_client(smollm_vllm_server, smollm_dir, tmp_path):
-    """`legorl serve --engine vllm`'s server (`run_server`) over a vLLM replica: the official OpenAI client
-    gets its chat completion and the session's trajectory holds exactly the completion's tokens, each with
-    a logprob. The replica is the shared server (`serving.vllm.urls`, as a run config attaches one); that
-    legorl starts a server is proven by the training test (tests/train/test_vllm_train.py)."""
+    """`legorl serve --engine vllm --config RUN.toml` whose `serving.vllm.urls` names the shared server (as a user
+    points it at servers they started): the official OpenAI client gets its chat completion and the session's
+    trajectory holds exactly the completion's tokens, each with a logprob; SIGTERM ends the command and the
+    attached server keeps running. That legorl starts a server itself is proven by the training test
+    (tests/train/test_vllm_train.py)."""
+    import os
+    import subprocess
+    import sys
+
     import openai
 
-    from legorl.config.serving import VLLMSection
-
-    ready: asyncio.Future = asyncio.get_running_loop().create_future()
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_server(str(smollm_dir), trajectories=tmp_path, ready=ready, stop=stop,
-                                          engine_kind="vllm", vllm=VLLMSection(urls=[smollm_vllm_server.url])))
-    url = await asyncio.wait_for(ready, 300)
-    client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="x")
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f'[serving]\nengine = "vllm"\n[serving.vllm]\nurls = ["{smollm_vllm_server.url}"]\n')
+    served = _requests_served(smollm_vllm_server.url)
+    proc = subprocess.Popen([sys.executable, "-m", "legorl.cli", "serve", "--model", str(smollm_dir), "--engine",
+                             "vllm", "--config", str(cfg), "--trajectories", str(tmp_path / "traj")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        reply = await client.chat.completions.create(
-            model="policy", messages=[{"role": "user", "content": "Say hi"}], max_tokens=8, temperature=0)
-        assert reply.choices[0].message.content is not None and reply.usage.completion_tokens >= 1
+        first = proc.stdout.readline()
+        assert "legorl serve: model" in first, first + proc.stderr.read()[-3000:]
+        url = first.split(" on ")[1].strip()
+        client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="x")
+        try:
+            reply = await client.chat.completions.create(
+                model="policy", messages=[{"role": "user", "content": "Say hi"}], max_tokens=8, temperature=0)
+            assert reply.choices[0].message.content is not None and reply.usage.completion_tokens >= 1
+        finally:
+            await client.close()
     finally:
-        await client.close()
-        stop.set()
-        await asyncio.wait_for(task, 120)
-    assert smollm_vllm_server.alive  # an attached server outlives the command
-    records = list(tmp_path.glob("*/proxy_trajectory.json"))
+        proc.terminate()
+        proc.communicate(timeout=120)
+    assert _requests_served(smollm_vllm_server.url) - served >= 1  # the attached server answered
+    assert smollm_vllm_server.alive  # and outlives the command
+    records = list((tmp_path / "traj").glob("*/proxy_trajectory.json"))
     branch = json.loads(records[0].read_text())["branches"][0]
     policy = [lp for lp, m in zip(branch["logprobs"], branch["mask"], strict=True) if m]
     assert len(policy) == reply.usage.completion_tokens and all(lp <= 0 for lp in policy)

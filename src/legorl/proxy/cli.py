@@ -115,7 +115,9 @@ def register(app: Any) -> None:
         tool_parser: str = typer.Option("hermes", "--tool-parser"),
         kv_budget_tokens: int = typer.Option(65536, "--kv-budget-tokens", help="embedded engine's KV budget"),
         engine: str = typer.Option("embedded", "--engine", help="embedded, or vllm (a vLLM server legorl starts)"),
-        config: Path | None = typer.Option(None, "--config", help="a run config TOML: its [serving.proxy] limits"),
+        config: Path | None = typer.Option(None, "--config", help="a run config TOML: its [serving.proxy] limits, "
+                                           "[serving.adapters], and with --engine vllm its [serving.vllm] (`urls` "
+                                           "attach running servers instead of starting one)"),
         max_sessions: int | None = typer.Option(None, "--max-sessions", help="open sessions before a 429"),
         session_idle_ttl: float | None = typer.Option(None, "--session-idle-ttl", help="close idle sessions (s)"),
         default_max_tokens: int | None = typer.Option(None, "--default-max-tokens", help="cap of calls without one"),
@@ -141,7 +143,8 @@ def register(app: Any) -> None:
         try:
             asyncio.run(run_server(model, host, port, trajectories, tool_parser, kv_budget_tokens, engine_kind=engine,
                                    limits=limits, freeze_gc=os.environ.get("LEGORL_GC_FREEZE", "1") == "1",
-                                   adapters=adapters, engine_api=engine_api))
+                                   adapters=adapters, engine_api=engine_api,
+                                   vllm=_vllm(config) if engine == "vllm" else None))
         except AdapterLoadError as exc:
             raise typer.BadParameter(str(exc)) from exc
 
@@ -170,6 +173,14 @@ def _adapters(config: Path | None, flags: list[str], base: str) -> dict[str, Pat
         except (ValueError, OSError) as exc:
             raise typer.BadParameter(f"--adapter {name}: {exc}") from exc
     return out
+
+
+def _vllm(config: Path | None) -> Any:
+    """The `[serving.vllm]` section of `config` (None without one: the defaults); `_limits` read it first, so a
+    bad config has already been refused in one line."""
+    from legorl.config import load_config
+
+    return load_config(config).serving.vllm if config is not None else None
 
 
 def _limits(config: Path | None, **flags: Any) -> Any:
