@@ -114,7 +114,8 @@ def register(app: Any) -> None:
         trajectories: Path | None = typer.Option(None, "--trajectories", help="write <DIR>/<session>/proxy_trajectory.json"),
         tool_parser: str = typer.Option("hermes", "--tool-parser"),
         kv_budget_tokens: int = typer.Option(65536, "--kv-budget-tokens", help="embedded engine's KV budget"),
-        engine: str = typer.Option("embedded", "--engine", help="embedded, or vllm (a vLLM server legorl starts)"),
+        engine: str = typer.Option("embedded", "--engine", help="embedded, or vllm (a vLLM server legorl starts, "
+                                   "or the servers --config's serving.vllm.urls names)"),
         config: Path | None = typer.Option(None, "--config", help="a run config TOML: its [serving.proxy] limits, "
                                            "[serving.adapters], and with --engine vllm its [serving.vllm] (`urls` "
                                            "attach running servers instead of starting one)"),
