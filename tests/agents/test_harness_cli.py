@@ -4,7 +4,8 @@ tiny model, each call recorded by the proxy (masks, logprobs) and the trial scor
 tests/agents/test_external.py and test_qwen_code.py drive each scaffold object on scripted policies (tool calls
 a random model cannot write, hangs, missing binaries); Codex and mini-swe-agent go through `legorl train`
 (tests/train/test_agent_codex.py, test_agent_mini.py). Here Claude Code, OpenCode and Qwen Code go through the
-eval CLI's agent options, its scaffold registry and its trial artifacts. Qwen Code's prompt and tools are
+eval CLI's agent options, its scaffold registry and its trial artifacts (these replace the in-process
+real-engine capture tests those files had). Qwen Code's prompt and tools are
 ~1.7k tokens, so it samples from a copy of the tiny model with a longer window (test_qwen_code.py)."""
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def test_legorl_eval_runs_the_harness_and_records_its_calls(name, model_for, tmp
     assert meta["scaffold_relay_requests"] >= 1 and trial["policy_tokens"] > 0, meta
     record = json.loads((out / "trials" / "eval" / "step_0" / trial["trial_id"] / "proxy_trajectory.json").read_text())
     main = max(record["branches"], key=lambda b: sum(b["mask"]))
+    if name == "qwen-code":  # its prompt and tools (~1.7k tokens) reached the model whole
+        assert len(main["token_ids"]) > 1500
     policy = [lp for lp, m in zip(main["logprobs"], main["mask"], strict=True) if m]
     assert policy and all(lp is not None and lp <= 0 for lp in policy) and any(lp < 0 for lp in policy)
     # the recorded logprobs (sampled at T 1.0) are what an fp32 recompute of the same tokens gives
