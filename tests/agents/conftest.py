@@ -1,8 +1,10 @@
-"""Fixtures of the external-scaffold tests: the tiny engine, a one-file task, a sandbox root in /tmp."""
+"""Fixtures of the external-scaffold tests: the tiny engine, a one-file task, a sandbox root in /tmp, and the tiny
+model with a longer window for Qwen Code's ~1.7k-token prompt."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import uuid
 from pathlib import Path
@@ -11,6 +13,18 @@ import pytest
 
 from legorl.serving.manager import SingleReplicaManager
 from legorl.tasks.model import Task, TaskLimits
+
+LONG_WINDOW = 4096
+
+
+@pytest.fixture(scope="module")
+def long_tiny_dir(tiny_llama_dir, tmp_path_factory):
+    """The tiny model with a LONG_WINDOW-token window (a copy: only config.json differs)."""
+    out = tmp_path_factory.mktemp("tiny-long") / "model"
+    shutil.copytree(tiny_llama_dir, out)
+    cfg = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": LONG_WINDOW}))
+    return out
 
 
 @pytest.fixture(scope="module")

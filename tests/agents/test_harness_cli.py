@@ -6,13 +6,12 @@ a random model cannot write, hangs, missing binaries); Codex and mini-swe-agent 
 (tests/train/test_agent_codex.py, test_agent_mini.py). Here Claude Code, OpenCode and Qwen Code go through the
 eval CLI's agent options, its scaffold registry and its trial artifacts (these replace the in-process
 real-engine capture tests those files had). Qwen Code's prompt and tools are
-~1.7k tokens, so it samples from a copy of the tiny model with a longer window (test_qwen_code.py)."""
+~1.7k tokens, so it samples from the tiny model with a longer window (conftest.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -28,24 +27,11 @@ CASES = {
 }
 
 
-@pytest.fixture
-def model_for(tiny_llama_dir, tmp_path):
-    def make(name: str):
-        if name != "qwen-code":
-            return tiny_llama_dir
-        out = tmp_path / "tiny-long"
-        shutil.copytree(tiny_llama_dir, out)
-        cfg = json.loads((out / "config.json").read_text())
-        (out / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": 4096}))
-        return out
-    return make
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
-def test_legorl_eval_runs_the_harness_and_records_its_calls(name, model_for, tmp_path):
+def test_legorl_eval_runs_the_harness_and_records_its_calls(name, tiny_llama_dir, long_tiny_dir, tmp_path):
     ensure_cli(name)
-    model = model_for(name)
+    model = long_tiny_dir if name == "qwen-code" else tiny_llama_dir
     out = tmp_path / "ev"
     res = subprocess.run(
         [sys.executable, "-m", "legorl.cli", "eval", "builtin:shell-basics", "--task", "append-line", "-a", name,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 
 import pytest
 from _cli_helpers import (
@@ -25,21 +24,12 @@ from legorl.agents.bridge_sandbox import CliRun
 from legorl.agents.qwen_code import QwenCode, parse_events
 from legorl.serving.manager import SingleReplicaManager
 
-WINDOW = 4096
+WINDOW = 4096  # the window of conftest.py's long_tiny_dir (LONG_WINDOW)
 
 
 @pytest.fixture
 def qwen_installed():
     return ensure_cli("qwen-code")
-
-
-@pytest.fixture(scope="module")
-def long_tiny_dir(tiny_llama_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny-long") / "model"
-    shutil.copytree(tiny_llama_dir, out)
-    cfg = json.loads((out / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": WINDOW}))
-    return out
 
 
 @pytest.fixture(scope="module")

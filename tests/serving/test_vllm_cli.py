@@ -41,13 +41,13 @@ def test_eval_with_vllm(smollm_vllm_server, smollm_dir, tmp_path):
     assert smollm_vllm_server.alive
 
 
-def _requests_served(url: str) -> float:
-    """vLLM's `vllm:request_success_total`, summed over finish reasons."""
+def _requests_served(url: str) -> int:
+    """The server's finished requests (`vllm:request_success_total`, as legorl's metrics reader sums it)."""
     import urllib.request
 
-    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("vllm:request_success_total{"))
+    from legorl.serving.vllm.metrics import VLLMMetrics
+
+    return VLLMMetrics.parse(urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()).requests_finished
 
 
 async def test_serve_with_vllm_captures_tokens_for_the_openai_client(smollm_vllm_server, smollm_dir, tmp_path):

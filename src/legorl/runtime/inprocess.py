@@ -12,7 +12,7 @@ import json
 import urllib.request
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,8 @@ class PolicySpec:
     threads_per_replica: int | None = None
     decode_attention: str = "auto"  # embedded: a run config's serving.decode_attention
     decode_linear: str = "auto"  # embedded: a run config's serving.decode_linear
-    vllm: VLLMSection | None = None  # vllm: a run config's serving.vllm (its `urls` attach servers instead of starting one)
+    # vllm: a run config's serving.vllm (its `urls` attach servers instead of starting one)
+    vllm: VLLMSection = field(default_factory=VLLMSection)
 
 
 @dataclass
@@ -112,7 +113,7 @@ class InProcessRuntime:
                               dtype=policy.dtype, n_replicas=policy.n_replicas,  # type: ignore[arg-type]
                               threads_per_replica=policy.threads_per_replica, share_weights=True,
                               decode_attention=policy.decode_attention, decode_linear=policy.decode_linear,
-                              vllm=policy.vllm or VLLMSection())
+                              vllm=policy.vllm)
             server = await PolicyServer.start(spec, ProxyConfig(tool_parser=policy.tool_parser))
             endpoints = ProxyEndpoints(server.proxy)
         return cls(server, WorkerRunner(config, endpoints))

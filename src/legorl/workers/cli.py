@@ -26,7 +26,8 @@ LIMIT = typer.Option(None, "--limit", help="Only the first N tasks.")
 AGENT_OPT = typer.Option(None, "--agent-opt", help="Scaffold option key=value (repeatable; values parsed as JSON).")
 SEED = typer.Option(None, "--seed", help="Engine seed. (default: 0)")
 ENGINE = typer.Option(None, "--engine",
-                      help="embedded, or vllm (a vLLM server legorl starts, or the servers a --config run's serving.vllm.urls names; see docs/vllm.md). (default: embedded)")
+                      help="embedded, or vllm (a vLLM server legorl starts, or the servers a --config run's "
+                           "serving.vllm.urls names; see docs/vllm.md). (default: embedded)")
 RUN_CONFIG = typer.Option(None, "--config", help=(
     "A run config (legorl train's TOML): its model, serving (engine, device, dtype, KV budget), agent (scaffold, "
     "kwargs, timeouts), sandbox and rollout (temperature, turns, tokens, concurrency) settings, so the base "
