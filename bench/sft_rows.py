@@ -17,17 +17,23 @@ import time
 import torch
 
 
-def _step_s(model, rows: int, tokens: int, reps: int) -> float:
+def _step_s(model, rows: int, tokens: int, reps: int, shared: int = 0, plan: bool = False) -> float:
+    """The best forward+backward time of `rows` rows of `tokens`, the first `shared` the same in every row
+    (a system prompt), computed once when `plan` (train/prefix.py, as `finetune` runs them)."""
     from legorl.train.logprobs import token_logprobs
+    from legorl.train.prefix import plan_prefixes
 
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (rows, tokens), generator=g)
+    ids[:, :shared] = ids[0, :shared]
     mask = torch.ones(rows, tokens)
     mask[:, : tokens // 2] = 0
+    att = torch.ones_like(ids)
     best = float("inf")
     for _ in range(reps + 1):  # the first is a warm-up
         t0 = time.perf_counter()
-        logp, _ = token_logprobs(model, ids, torch.ones_like(ids), mask)
+        prefix = plan_prefixes(ids, att, ["demo"] * rows) if plan else None
+        logp, _ = token_logprobs(model, ids, att, mask, prefix=prefix)
         (-(logp * mask).sum()).backward()
         best = min(best, time.perf_counter() - t0)
         model.zero_grad(set_to_none=True)
@@ -40,6 +46,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--model", default="smollm2-135m-instruct")
+    ap.add_argument("--shared", type=int, default=0,
+                    help="tokens every row shares (the look-act system prompt: 36): rows with and without the "
+                         "shared-prefix plan, instead of the packing comparison")
     a = ap.parse_args()
     import roofline as rl  # bench/ is on sys.path when this file runs as a script
     from transformers import AutoModelForCausalLM
@@ -68,6 +77,12 @@ def main() -> None:
         if r == 1:
             continue
         n = r * a.tokens
+        if a.shared:
+            plain = _step_s(model, r, a.tokens, a.reps, a.shared)
+            planned = _step_s(model, r, a.tokens, a.reps, a.shared, plan=True)
+            print(f"{r} x {a.tokens}, {a.shared} shared: {n / plain:.0f} tok/s; the prefix computed once: "
+                  f"{n / planned:.0f} tok/s = {plain / planned:.2f}x")
+            continue
         batched, packed = _step_s(model, r, a.tokens, a.reps), _step_s(model, 1, n, a.reps)
         print(f"{r} x {a.tokens}: {n / batched:.0f} tok/s = {base * r / batched:.2f}x today, {share(n / batched, n)}")
         print(f"1 x {n} (packed, no block mask: an upper bound): {n / packed:.0f} tok/s = {base * r / packed:.2f}x "

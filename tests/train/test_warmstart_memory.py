@@ -63,6 +63,36 @@ def test_per_row_accumulation_matches_the_padded_batch(tiny_llama_dir, tmp_path)
     assert worst < 1e-5, worst  # two AdamW steps at lr 1e-3 move weights ~2e-3: rounding only
 
 
+def test_a_prefix_every_row_shares_is_forwarded_once_and_changes_nothing(tiny_llama_dir, tmp_path, monkeypatch):
+    """Demonstrations open with the same system prompt: a forward of several rows computes it once
+    (`shared_prefix`, train/prefix.py) and the fine-tune still makes the padded batch's model."""
+    from transformers import AutoModelForCausalLM
+
+    import legorl.train.warmstart as ws
+
+    section = RunConfig().warm_start.model_copy(update={"epochs": 2, "lr": 1e-3, "batch_size": 4})
+    vocab = AutoModelForCausalLM.from_pretrained(tiny_llama_dir).config.vocab_size
+    system = [random.Random(1).randrange(3, vocab) for _ in range(7)]
+    examples = [Example(system + e.input_ids, [0] * 7 + e.mask) for e in _examples(vocab)]
+    roots: list[int] = []
+    real = ws.token_logprobs
+
+    def observed(model, ids, att, mask, **k):
+        plan = k.get("prefix")
+        roots.append(int(plan.levels[0].ids.shape[1]) if plan is not None else 0)
+        return real(model, ids, att, mask, **k)
+
+    monkeypatch.setattr(ws, "token_logprobs", observed)
+    finetune(tiny_llama_dir, examples, section, seed=0, out_dir=tmp_path / "m", on_line=lambda _: None)
+    assert roots == [7, 7]  # one forward of the 4 rows per epoch, the 7 shared tokens its first level
+    ref = _padded_reference(tiny_llama_dir, examples, section, seed=0).state_dict()
+    got = AutoModelForCausalLM.from_pretrained(tmp_path / "m", dtype=torch.float32).state_dict()
+    assert max(float((v - ref[k]).abs().max()) for k, v in got.items()) < 1e-5
+    one = [Example([*system, 5, 6], [0] * 7 + [1, 1])]
+    assert ws.shared_prefix(*ws._padded(one)[:2]) is None  # one row: nothing to share
+    assert ws.shared_prefix(*ws._padded(_examples(vocab))[:2]) is None  # no common first token
+
+
 def test_checkpointing_recomputes_only_the_long_rows_and_changes_nothing(tiny_llama_dir, tmp_path, monkeypatch):
     """With `model.gradient_checkpointing` the warm start recomputes a row only when its activations would pass
     `WARM_START_ROW_ACT_BYTES` (here set between the 23- and 31-token rows); the model is the same either way."""
