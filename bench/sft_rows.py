@@ -4,6 +4,7 @@ of T tokens, against one row of R*T tokens (a packed batch without its block-dia
 packing could reach) and one row of T (what `finetune` runs today), each the best of `--reps`.
 
     .venv/bin/python bench/sft_rows.py [--tokens 225] [--rows 1 2 4] [--reps 3] [--model smollm2-135m-instruct]
+    .venv/bin/python bench/sft_rows.py --tokens 250 --rows 2 4 --shared 36   # the shared-prefix plan, with and without
 
 Prints sequence tokens per second per shape and the ratio to one row of T; the GEMM rate of the model's own
 linears at M = T and M = R*T (bench/roofline.py) says how far from the machine's limit each shape runs.
