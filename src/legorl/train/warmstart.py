@@ -216,8 +216,8 @@ def _padded(rows: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 def shared_prefix(ids: torch.Tensor, att: torch.Tensor) -> PrefixPlan | None:
     """The plan that forwards the tokens every row of a warm-start forward opens with (the system prompt: 36 of
     ~250 tokens in the look-act demonstrations) once for all rows (train/prefix.py, as the RL update does); None
-    for one row or no common prefix. Two-row forwards of real demonstrations ran 1.08-1.18x faster with it
-    (interleaved rounds, 2026-12-07, docs/agent-lookact.md)."""
+    for one row or no common prefix. An epoch over real demonstrations ran 1.09x faster with it
+    (`bench/warm_start.py ... --variants no-shared-prefix grouped`, 2026-12-07, docs/agent-lookact.md)."""
     if ids.shape[0] < 2:
         return None
     plan = plan_prefixes(ids, att, ["demonstrations"] * ids.shape[0])
