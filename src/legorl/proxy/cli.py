@@ -128,9 +128,10 @@ def register(app: Any) -> None:
                                         "serving.engine='remote' share this server"),
     ) -> None:
         """Run an engine (embedded or vLLM) behind the OpenAI / Anthropic proxy until Ctrl-C."""
-        limits = _limits(config, max_sessions=max_sessions, session_idle_ttl_sec=session_idle_ttl,
+        serving = _serving(config)
+        limits = _limits(serving, max_sessions=max_sessions, session_idle_ttl_sec=session_idle_ttl,
                          default_max_tokens=default_max_tokens)
-        adapters = _adapters(config, adapter, Path(str(model)).name)
+        adapters = _adapters(serving, adapter, Path(str(model)).name)
         from legorl.proxy.parsers import available_parsers
 
         if tool_parser not in available_parsers():
@@ -145,22 +146,30 @@ def register(app: Any) -> None:
             asyncio.run(run_server(model, host, port, trajectories, tool_parser, kv_budget_tokens, engine_kind=engine,
                                    limits=limits, freeze_gc=os.environ.get("LEGORL_GC_FREEZE", "1") == "1",
                                    adapters=adapters, engine_api=engine_api,
-                                   vllm=_vllm(config) if engine == "vllm" else None))
+                                   vllm=serving.vllm if engine == "vllm" else None))
         except AdapterLoadError as exc:
             raise typer.BadParameter(str(exc)) from exc
 
 
-def _adapters(config: Path | None, flags: list[str], base: str) -> dict[str, Path]:
-    """`serving.adapters` of `config`, then `--adapter NAME=DIR` flags on top; each dir checked here."""
+def _serving(config: Path | None) -> Any:
+    """The `[serving]` section of the run config `config` (its defaults without one), read once; a bad config is
+    refused in one line."""
+    from pydantic import ValidationError
+
     from legorl.config import ConfigError, load_config
+    from legorl.config.serving import ServingSection
+
+    try:
+        return load_config(config).serving if config is not None else ServingSection()
+    except (ConfigError, ValidationError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+def _adapters(serving: Any, flags: list[str], base: str) -> dict[str, Path]:
+    """`serving.adapters`, then `--adapter NAME=DIR` flags on top; each dir checked here."""
     from legorl.serving.adapter import read_peft_adapter
 
-    out: dict[str, Path] = {}
-    try:
-        if config is not None:
-            out.update({k: Path(v) for k, v in load_config(config).serving.adapters.items()})
-    except ConfigError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+    out: dict[str, Path] = {k: Path(v) for k, v in serving.adapters.items()}
     for flag in flags:
         name, sep, d = flag.partition("=")
         if not sep or not name or not d:
@@ -176,26 +185,15 @@ def _adapters(config: Path | None, flags: list[str], base: str) -> dict[str, Pat
     return out
 
 
-def _vllm(config: Path | None) -> Any:
-    """The `[serving.vllm]` section of `config` (None without one: the defaults); `_limits` read it first, so a
-    bad config has already been refused in one line."""
-    from legorl.config import load_config
-
-    return load_config(config).serving.vllm if config is not None else None
-
-
-def _limits(config: Path | None, **flags: Any) -> Any:
-    """The `[serving.proxy]` section of `config` (or its defaults), with the flags that were given on top."""
+def _limits(serving: Any, **flags: Any) -> Any:
+    """`serving.proxy`, with the flags that were given on top."""
     from pydantic import ValidationError
 
-    from legorl.config import ConfigError, load_config
-    from legorl.config.serving import ProxySection
-
+    section = serving.proxy
     try:
-        section = load_config(config).serving.proxy if config is not None else ProxySection()
         for key, value in flags.items():
             if value is not None:
                 setattr(section, key, value)
-    except (ConfigError, ValidationError) as exc:
+    except ValidationError as exc:
         raise typer.BadParameter(str(exc)) from exc
     return section
