@@ -25,8 +25,10 @@ def test_eval_oracle_and_nop(tmp_path):
     assert sorted((t["task_id"], t["attempt"]) for t in data["trials"]) == [
         ("make-dir", 0), ("make-dir", 1), ("rename-file", 0), ("rename-file", 1)]
     assert (tmp_path / "trials" / "eval" / "step_0").is_dir()
-    res = runner.invoke(app, ["eval", *TWO, "--agent", "nop"])
+    res = runner.invoke(app, ["eval", *TWO, "--agent", "nop", "-k", "3", "--no-progress"])
     assert res.exit_code == 0 and "pass@1 = 0.0000" in res.output
+    lines = [x for x in res.output.splitlines() if x.startswith("eval nop: ")]  # a plain line per tenth, no bar
+    assert [x.split(" (")[0] for x in lines] == [f"eval nop: {i}/6 trials, 0 solved" for i in range(1, 7)], lines
 
 
 def test_eval_bad_args_exit_2(tmp_path):

@@ -35,6 +35,8 @@ RUN_CONFIG = typer.Option(None, "--config", help=(
     "(--split)."))
 SPLIT = typer.Option("val", "--split", help="With --config and no TASKS: the run's held-out tasks (val), its "
                      "training tasks (train) or both (all).")
+NO_PROGRESS = typer.Option(False, "--no-progress",
+                           help="No live bar: one plain line at each tenth of the trials (for logs and CI).")
 TASKS_ARG = typer.Argument(None, metavar="[TASKS]", help=(
     "Task dir, dir of task dirs, index or builtin:<set> (optional with --config: the run's tasks)."))
 
@@ -233,20 +235,30 @@ def _from_run_config(run_cfg: Any, output: Path | None, exp: str) -> tuple[Any, 
                      seed=run_cfg.run.seed, engine=run_cfg.serving.engine)
 
 
-def _run(tasks: list[Any], k: int, cfg: Any, policy: Any, title: str) -> Any:
+def _run(tasks: list[Any], k: int, cfg: Any, policy: Any, title: str, progress: bool = True) -> Any:
+    """Every trial of `tasks` x `k`: a live bar, or with `progress` off (logs, CI) one plain line at each tenth
+    of the trials."""
+    import time
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from legorl.workers.evaluation import evaluate, is_solved
 
+    total = len(tasks) * k
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("solved {task.fields[solved]}"), TimeElapsedColumn(), transient=False) as bar:
-        job = bar.add_task(title, total=len(tasks) * k, solved=0)
-        solved = 0
+                  TextColumn("solved {task.fields[solved]}"), TimeElapsedColumn(), transient=False,
+                  disable=not progress) as bar:
+        job = bar.add_task(title, total=total, solved=0)
+        solved = finished = 0
+        t0 = time.monotonic()
 
         def done(r: Any) -> None:
-            nonlocal solved
+            nonlocal solved, finished
             solved += is_solved(r)
+            finished += 1
             bar.update(job, advance=1, solved=solved)
+            if not progress and (finished * 10 // total > (finished - 1) * 10 // total or finished == total):
+                typer.echo(f"{title}: {finished}/{total} trials, {solved} solved ({time.monotonic() - t0:.0f} s)")
 
         return asyncio.run(evaluate(tasks, k, cfg, policy, done))
 
@@ -278,6 +290,7 @@ def eval_cmd(
     max_tokens: int | None = MAX_TOKENS, timeout: float | None = TIMEOUT, backend: str | None = BACKEND,
     task: list[str] | None = TASK_IDS, limit: int | None = LIMIT, agent_opt: list[str] | None = AGENT_OPT,
     seed: int | None = SEED, engine: str | None = ENGINE, config: Path | None = RUN_CONFIG, split: str = SPLIT,
+    no_progress: bool = NO_PROGRESS,
 ) -> None:
     """Run a scaffold + model over a task set, k attempts per task; report pass@1 and pass@k.
 
@@ -292,7 +305,7 @@ def eval_cmd(
     flags = Flags(agent, model, base_url, concurrency, temperature, max_turns, max_tokens, timeout, backend,
                   agent_opt, seed, engine, output)
     cfg, policy = _setup(flags, run_cfg, "eval")
-    report = _run(tasks, k, cfg, policy, f"eval {cfg.scaffold}")
+    report = _run(tasks, k, cfg, policy, f"eval {cfg.scaffold}", progress=not no_progress)
     _table(report, k)
     if output is not None:
         typer.echo(f"wrote {report.write(output)}")
@@ -333,6 +346,7 @@ def infer_cmd(
     agent_opt: list[str] | None = AGENT_OPT, seed: int | None = SEED, engine: str | None = ENGINE,
     config: Path | None = RUN_CONFIG, split: str = typer.Option("train", "--split", help=(
         "With --config and no TASKS: the run's training tasks (train), held-out tasks (val) or both (all).")),
+    no_progress: bool = NO_PROGRESS,
 ) -> None:
     """Keep the tasks whose solve count out of N lies in the band (they give RL a signal); write an index."""
     from legorl.tasks.filter import PassRateFilter
@@ -353,7 +367,7 @@ def infer_cmd(
     flags = Flags(agent, model, base_url, concurrency, temperature, max_turns, max_tokens, timeout, backend,
                   agent_opt, seed, engine, output)
     cfg, policy = _setup(flags, run_cfg, "infer")
-    report = _run(tasks, n, cfg, policy, f"infer {cfg.scaffold}")
+    report = _run(tasks, n, cfg, policy, f"infer {cfg.scaffold}", progress=not no_progress)
     _table(report, n)
     # The band in solve counts is the pass-rate filter's open interval on the mean, half a count wider.
     rates = PassRateFilter(window=n, min_attempts=n, low=(lo - 0.5) / n, high=(hi + 0.5) / n, revisit=0.0)

