@@ -19,6 +19,10 @@
 # (1,048 s), its slowest tests 10-25% slower than at 08:34 (box drift; ~50 s was a test since folded into another);
 # in the afternoon, the same box, quiet, `LEGORL_REQUIRE_VLLM=1 bash scripts/test.sh`: 843 passed, 1 skipped, 15:17 (918 s);
 # in the evening, the same: 850 passed, 1 skipped, 15:11 (911 s), then 851 passed, 1 skipped, 15:15 (915 s).
+# 2026-12-07, a 2-core Intel Xeon (Ice Lake), quiet, `LEGORL_REQUIRE_VLLM=1 bash scripts/test.sh --durations=0`: fresh
+# box 19:16 (2,268 s of test time: vLLM group 710 s, the Codex test's tool model 155 s); after eager vLLM servers
+# stopped compiling at their first request and the tool model's new recipe (112 s, built once per machine), with
+# the tool model already built: 882 passed, 1 skipped, 15:35 (935 s; 1,823 s of test time, vLLM group 549 s).
 # Slow tests outside the two groups go first (tests/conftest.py): wall /
 # (summed test time / 2) went from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min (~30 on a
 # fresh one) before the suite grew.
