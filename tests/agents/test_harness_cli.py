@@ -27,6 +27,23 @@ CASES = {
 }
 
 
+def roomy_task(tmp_path) -> str:
+    """shell-basics' append-line with 2 GB instead of its 512 MB. The agent runs inside the sandbox and counts
+    against the task's memory, as in Harbor; OpenCode needs ~0.5-1 GB, and at 512 MB it was once killed (an
+    `agent_error`, not a score) in a suite run from a fresh clone (2026-12-07), then passed six runs in a row."""
+    import shutil
+    from pathlib import Path
+
+    from legorl.tasks.builtin_sets import builtin_path
+
+    task = tmp_path / "tasks" / "append-line"
+    shutil.copytree(Path(builtin_path("shell-basics")) / "append-line", task)
+    toml = task / "task.toml"
+    assert "memory_mb = 512" in toml.read_text()
+    toml.write_text(toml.read_text().replace("memory_mb = 512", "memory_mb = 2048"))
+    return str(task)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_legorl_eval_runs_the_harness_and_records_its_calls(name, tiny_llama_dir, long_tiny_dir, tmp_path):
@@ -34,7 +51,7 @@ def test_legorl_eval_runs_the_harness_and_records_its_calls(name, tiny_llama_dir
     model = long_tiny_dir if name == "qwen-code" else tiny_llama_dir
     out = tmp_path / "ev"
     res = subprocess.run(
-        [sys.executable, "-m", "legorl.cli", "eval", "builtin:shell-basics", "--task", "append-line", "-a", name,
+        [sys.executable, "-m", "legorl.cli", "eval", roomy_task(tmp_path), "-a", name,
          "-m", str(model), "--max-turns", "2", "--max-tokens", "32", "--timeout", "180", "-t", "1.0", "-o", str(out),
          *CASES[name]],
         capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
