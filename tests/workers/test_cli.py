@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from typer.testing import CliRunner
 
 from legorl.cli import app
 from legorl.tasks import read_index
+from legorl.tasks.builtin_sets import builtin_path
 
 runner = CliRunner()
 TWO = ["builtin:shell-basics", "--task", "rename-file", "--task", "make-dir"]
@@ -164,3 +166,24 @@ def test_eval_config_runs_the_held_out_split(tmp_path, tiny_llama_dir):
         res = runner.invoke(app, args)
         lines = res.output.strip().splitlines()
         assert res.exit_code == 2 and len(lines) == 1 and message in lines[0], (args, res.output)
+
+
+def test_sandbox_min_memory_mb_raises_a_tasks_limit_from_the_run_config(tmp_path):
+    """A task of 256 MB whose oracle allocates 1.5 GB: killed at its own limit (reward 0), solved once the run
+    config's `sandbox.min_memory_mb = 2048` raises it (what an in-sandbox agent CLI needs on top of a task)."""
+    src = Path(builtin_path("shell-basics")) / "append-line"
+    task = tmp_path / "tasks" / "big-alloc"
+    shutil.copytree(src, task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("memory_mb = 512", "memory_mb = 256"))
+    (task / "solution" / "solve.sh").write_text(
+        "#!/bin/bash\npython3 -c \"b = bytearray(1536 * 2**20); open('/app/done', 'w').write('ok')\"\n")
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nmkdir -p /logs/verifier\n[ -f /app/done ] && echo 1 > /logs/verifier/reward.txt "
+        "|| echo 0 > /logs/verifier/reward.txt\n")
+    res = runner.invoke(app, ["eval", str(task), "--agent", "oracle"])
+    assert res.exit_code == 0 and "pass@1 = 0.0000" in res.output, res.output
+    run = tmp_path / "run.toml"
+    run.write_text("[sandbox]\nmin_memory_mb = 2048\n")
+    res = runner.invoke(app, ["eval", str(task), "--agent", "oracle", "--config", str(run)])
+    assert res.exit_code == 0 and "pass@1 = 1.0000" in res.output, res.output

@@ -55,7 +55,8 @@ class CliRun:
 
 
 OOM_NOTE = ("was killed at the sandbox's memory limit: the agent process itself counts against the task's "
-            "memory_mb (Claude Code and OpenCode need roughly 0.5-1 GB on top of the task)")
+            "memory_mb (Claude Code and OpenCode need roughly 0.5-1 GB on top of the task; raise it for every task "
+            "with sandbox.min_memory_mb)")
 
 
 def relay_base_url() -> str:

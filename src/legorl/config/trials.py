@@ -204,3 +204,9 @@ class SandboxSection(Section):
     """`local` (bubblewrap), `docker`, `kubernetes`, or `module:Class` for your own Sandbox."""
     verifier_timeout_sec: float | None = None
     """Wall-clock limit of the verifier. None: the task's `[verifier] timeout_sec` (raise it on an overloaded machine)."""
+    min_memory_mb: int | None = Field(None, ge=1)
+    """Raise every trial's memory limit (the task's `[environment] memory_mb`) to at least this, in training,
+    validation and `legorl eval --config` (the warm start's command replays keep the task's own). An agent that
+    runs inside the sandbox (Claude Code, OpenCode, Codex, Qwen Code) counts against the task's limit, as in
+    Harbor, and needs ~0.5-1 GB of its own: at the builtin sets' 512 MB OpenCode is sometimes killed (an
+    `agent_error`, left out of training). None: each task's own limit."""

@@ -31,6 +31,7 @@ class WorkerConfig:
     max_scaffolds: int = 16
     agent_timeout_sec: float | None = None  # None: the task's [agent] timeout_sec
     verifier_timeout_sec: float | None = None  # None: the task's [verifier] timeout_sec
+    min_memory_mb: int | None = None  # raise a task's memory_mb to at least this (sandbox.min_memory_mb)
     setup_timeout_sec: float | None = None  # None: the task's build_timeout_sec
     grace_sec: float = 15.0  # extra wall time before a hung verifier / sandbox call is abandoned
     output_root: Path | None = None  # artifacts under <root>/trials/<exp>/step_<n>/<trial_id>/
@@ -61,6 +62,7 @@ def worker_config(cfg: RunConfig, output_root: Path | None = None) -> WorkerConf
         scaffold=agent.name, scaffold_kwargs=dict(agent.kwargs), limits=limits, backend=cfg.sandbox.backend,
         harnesses=[Harness(h.name, dict(h.kwargs), h.weight, h.label or "") for h in agent.mix],
         max_trials=n, max_sandboxes=n, max_scaffolds=n, agent_timeout_sec=agent.timeout_sec,
-        verifier_timeout_sec=cfg.sandbox.verifier_timeout_sec, output_root=output_root, exp_name=cfg.run.name,
+        verifier_timeout_sec=cfg.sandbox.verifier_timeout_sec, min_memory_mb=cfg.sandbox.min_memory_mb,
+        output_root=output_root, exp_name=cfg.run.name,
         pin_temperature=agent.pin_temperature,
     )

@@ -101,12 +101,19 @@ class AgentLoopWorker:
             return await _Trial(self, spec).run()
 
 
+def with_memory_floor(task: Any, floor_mb: int | None) -> Any:
+    """`task` with its memory limit raised to `floor_mb` (`sandbox.min_memory_mb`) when lower; else `task`."""
+    if not floor_mb or task.limits.memory_mb >= floor_mb:
+        return task
+    return dataclasses.replace(task, limits=dataclasses.replace(task.limits, memory_mb=floor_mb))
+
+
 class _Trial:
     """The state of one trial while it runs (kept out of the worker so trials never share it)."""
 
     def __init__(self, worker: AgentLoopWorker, spec: TrialSpec):
         self.w, self.spec, self.cfg = worker, spec, worker.config
-        self.task = spec.task
+        self.task = with_memory_floor(spec.task, self.cfg.min_memory_mb)
         self.timings: dict[str, float] = {}
         self.meta: dict[str, Any] = {}
         self.agent_outcome: Outcome | None = None
