@@ -22,7 +22,9 @@
 # 2026-12-07, a 2-core Intel Xeon (Ice Lake), quiet, `LEGORL_REQUIRE_VLLM=1 bash scripts/test.sh --durations=0`: fresh
 # box 19:16 (2,268 s of test time: vLLM group 710 s, the Codex test's tool model 155 s); after eager vLLM servers
 # stopped compiling at their first request and the tool model's new recipe (112 s, built once per machine), with
-# the tool model already built: 882 passed, 1 skipped, 15:35 (935 s; 1,823 s of test time, vLLM group 549 s).
+# the tool model already built: 882 passed, 1 skipped, 15:35 (935 s; 1,823 s of test time, vLLM group 549 s); then
+# 883 passed, 1 skipped, 15:09 (909 s). A fresh clone with a fresh LEGORL_HOME (`bash .ci/run`, pip/npm caches warm):
+# .ci/run 20:19, the suite 16:24 (984 s, the tool model's 106 s build included).
 # Slow tests outside the two groups go first (tests/conftest.py): wall /
 # (summed test time / 2) went from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min (~30 on a
 # fresh one) before the suite grew.
