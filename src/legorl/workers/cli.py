@@ -257,7 +257,7 @@ def _run(tasks: list[Any], k: int, cfg: Any, policy: Any, title: str, progress: 
             solved += is_solved(r)
             finished += 1
             bar.update(job, advance=1, solved=solved)
-            if not progress and (finished * 10 // total > (finished - 1) * 10 // total or finished == total):
+            if not progress and finished * 10 // total > (finished - 1) * 10 // total:  # a new tenth (the last one too)
                 typer.echo(f"{title}: {finished}/{total} trials, {solved} solved ({time.monotonic() - t0:.0f} s)")
 
         return asyncio.run(evaluate(tasks, k, cfg, policy, done))
