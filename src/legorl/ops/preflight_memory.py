@@ -4,8 +4,10 @@
     engine   weights (serving dtype) + the KV pool (`serving.kv_budget_tokens`, allocated whole; a
              long run touches every block, so it all becomes resident) per embedded replica; thread replicas
              share one copy of the weights, and in a synchronous run serve the trainer's (no copy)
-    trainer  fp32 master weights + grads + AdamW's two moments (16 B/param), the per-tensor AdamW step's
-             temporaries (sqrt(exp_avg_sq) and its scaled copy of the largest tensor), a frozen reference when `algorithm.kl_coef` > 0, the critic for GAE
+    trainer  fp32 master weights + grads + AdamW's two moments (16 B/param; the fused step makes no
+             temporaries), a tied embedding's backward transient (its dense gradient and the sum with the
+             head's: two vocab x hidden buffers), a frozen reference when `algorithm.kl_coef` > 0, the critic
+             for GAE
     act      saved activations of one micro-batch at its token budget (`trainer.max_tokens_per_micro_batch`,
              else `micro_batch_size` x the longest row), ~(11 H + 4 I) fp32 values per token and layer
              (a decoder layer's saved tensors under SDPA); with `model.gradient_checkpointing` only each
@@ -58,7 +60,7 @@ class ModelDims:
     vocab: int
     kv_heads: int
     head_dim: int
-    largest: int = 0  # elements of the biggest parameter tensor (the embedding, or a fused MoE expert block)
+    tied: bool = False  # the input embedding is the output head's weight (`tie_word_embeddings`)
     moe: bool = False
     heads: int = 0  # query heads (0: hidden // head_dim)
     experts: int = 1
@@ -77,8 +79,8 @@ class ModelDims:
         mlp = 3 * h * inter * experts + (h * experts if experts > 1 else 0)
         embed = vocab * h * (1 if c.get("tie_word_embeddings") else 2)
         params = layers * (attn + mlp + 2 * h) + embed + h
-        largest = max(vocab * h, h * inter * (2 * experts if experts > 1 else 1))
-        return cls(params, layers, h, inter, vocab, kv, hd, largest, experts > 1, heads, experts)
+        tied = bool(c.get("tie_word_embeddings"))
+        return cls(params, layers, h, inter, vocab, kv, hd, tied, experts > 1, heads, experts)
 
     def lora_linears(self, targets: list[str] | str) -> list[tuple[int, int, int]]:
         """(in, out, copies per layer) of each decoder Linear a LoRA adapter targets: `all-linear` is q/k/v/o and
@@ -165,6 +167,13 @@ def micro_batch_tokens(cfg: RunConfig) -> int:
     return t.micro_batch_size * row
 
 
+def tied_embedding_grad_bytes(dims: ModelDims) -> float:
+    """The backward's transient when the input embedding is the head's weight: the embedding's dense gradient
+    and its sum with the head's, two vocab x hidden fp32 buffers beside the weight's own grad (a probe of the
+    tied SmolLM2 shape: 0.37 GB above the RSS before backward for a 0.11 GB weight; 2026-12-07)."""
+    return 2.0 * dims.vocab * dims.hidden * 4.0
+
+
 def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
     s, a = cfg.serving, cfg.algorithm
     parts: dict[str, float] = {"base": BASE_BYTES}
@@ -187,12 +196,12 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
     if lora.enabled:  # the base frozen in fp32; only the adapter has gradients and AdamW state
         adapter = dims.lora_params(lora.rank, lora.target_modules)
         parts["trainer weights+grads+AdamW"] = dims.params * 4.0 + adapter * 16.0
-        widest = max(max(i, o) for i, o, _ in dims.lora_linears(lora.target_modules))
-        parts["AdamW temp"] = 2 * lora.rank * widest * 4.0  # one adapter tensor's two temporaries at a time
     else:
         parts["trainer weights+grads+AdamW"] = dims.params * 16.0  # fp32 weights + grads + AdamW exp_avg / exp_avg_sq
-        parts["AdamW temp"] = 2 * dims.largest * 4.0  # AdamW(foreach=False): two temporaries of one tensor at a time
-    rl += ["trainer weights+grads+AdamW", "AdamW temp"]
+        if dims.tied:
+            parts["tied-embedding grad"] = tied_embedding_grad_bytes(dims)
+    trainer_state = [p for p in ("trainer weights+grads+AdamW", "tied-embedding grad") if p in parts]
+    rl += trainer_state
     if a.kl_coef > 0:
         parts["reference"] = dims.params * 4.0
         rl.append("reference")
@@ -219,11 +228,13 @@ def estimate_memory(cfg: RunConfig, dims: ModelDims) -> MemoryEstimate:
         one_row = activation_bytes(dims, ws_tokens, recompute)  # a row too long to share a forward goes alone
         parts["warm-start act"] = one_row if recompute else max(one_row, WARM_START_ROW_ACT_BYTES)
         parts["warm-start logits"] = LOGITS_COPIES * min(LOGITS_CHUNK, ws_tokens) * dims.vocab * 4.0
-        state = ["trainer weights+grads+AdamW", "AdamW temp"]
+        state = trainer_state
         if lora.enabled:  # the warm start fine-tunes every weight whatever the RL steps train
             parts["warm-start weights+grads+AdamW"] = dims.params * 16.0
-            parts["warm-start AdamW temp"] = 2 * dims.largest * 4.0
-            state = ["warm-start weights+grads+AdamW", "warm-start AdamW temp"]
+            state = ["warm-start weights+grads+AdamW"]
+            if dims.tied:
+                parts["warm-start tied-embedding grad"] = tied_embedding_grad_bytes(dims)
+                state.append("warm-start tied-embedding grad")
         phases["warm start"] = ["base", *state, "warm-start act", "warm-start logits"]
     return MemoryEstimate(parts, phases, notes)
 

@@ -36,6 +36,7 @@ from legorl.train.memory import (
     shared_cost,
     token_budget_micro_batches,
 )
+from legorl.train.optim import adamw
 from legorl.train.prefix import Level, group_prefix_lengths, plan_prefixes, routing_for
 from legorl.train.registry import policy_loss
 from legorl.train.schedule import lr_lambda
@@ -109,12 +110,7 @@ class Actor:
         self.policy_loss = policy_loss(algo.policy_loss_mode)
         self.params = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapter only
         self.lora = is_lora(model)
-        # foreach=False: the multi-tensor step holds sqrt(exp_avg_sq) of every parameter at once (4 B/param,
-        # 0.54 GB at 135M); per tensor, the largest temporary is one tensor's (the embedding's)
-        self.optimizer = torch.optim.AdamW(
-            self.params, lr=trainer.lr, weight_decay=trainer.weight_decay, betas=(0.9, 0.999), eps=1e-8,
-            foreach=False,
-        )
+        self.optimizer = adamw(self.params, lr=trainer.lr, weight_decay=trainer.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(trainer.lr_scheduler, trainer.warmup_steps, trainer.total_steps)
         )

@@ -30,6 +30,7 @@ from legorl.train.fsdp import load_sharded, save_sharded
 from legorl.train.logprobs import fidelity
 from legorl.train.lora import ADAPTER_FILE, load_adapter
 from legorl.train.memory import mini_batch_rows
+from legorl.train.optim import keep_kernel
 from legorl.train.registry import advantage_estimator
 
 
@@ -230,8 +231,8 @@ class StepTrainer:
             if self.actor.lora != (directory / ADAPTER_FILE).is_file():
                 raise ValueError(f"{directory} was written {'without' if self.actor.lora else 'with'} a LoRA "
                                  "adapter: resume with the same model.lora.rank")
-            load_sharded(self.actor.model, self.actor.optimizer, directory / "dcp",
-                         only=is_adapter_key if self.actor.lora else None)
+            keep_kernel(self.actor.optimizer, lambda: load_sharded(
+                self.actor.model, self.actor.optimizer, directory / "dcp", only=is_adapter_key if self.actor.lora else None))
         else:
             if (directory / "dcp").is_dir():
                 raise ValueError(f"{directory} was written by sharded trainer ranks: resume with the same trainer.n_ranks")
@@ -242,7 +243,7 @@ class StepTrainer:
                 load_adapter(self.actor.model, load_file(str(directory / ADAPTER_FILE)))
             for part in ([] if self.actor.lora else read_weights(directory)):
                 self.actor.model.load_state_dict(part, strict=False)
-            self.actor.optimizer.load_state_dict(state["optimizer"])
+            keep_kernel(self.actor.optimizer, lambda: self.actor.optimizer.load_state_dict(state["optimizer"]))
         self.actor.scheduler.load_state_dict(state["scheduler"])
         if self.critic is not None and "critic" in state:
             self.critic.load_state_dict(state["critic"])

@@ -34,6 +34,7 @@ from legorl.rundir import RunDir
 from legorl.tasks.model import Task
 from legorl.train.heap import trim_heap
 from legorl.train.logprobs import token_logprobs
+from legorl.train.optim import adamw
 from legorl.train.prefix import PrefixPlan, plan_prefixes
 from legorl.train.schedule import lr_lambda
 from legorl.train.warmstart_cache import cache_key, lookup, restore, store
@@ -245,8 +246,7 @@ def finetune(model_dir: Path, examples: list[Example], section: WarmStartSection
     if checkpointing:
         enable_activation_checkpointing(model)
     dims = ModelDims.from_config(model.config.to_dict())
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=section.lr, weight_decay=0.0,
-                            foreach=False)  # no all-parameter temporary (train/actor.py)
+    opt = adamw([p for p in model.parameters() if p.requires_grad], lr=section.lr)
     steps_per_epoch = -(-len(examples) // section.batch_size)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lr_lambda(section.lr_scheduler, section.warmup_steps, steps_per_epoch * section.epochs))

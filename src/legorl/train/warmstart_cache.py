@@ -25,7 +25,7 @@ from legorl.models.home import legorl_home
 
 CACHE_ENTRIES = 4  # ~0.55 GB each at 135M in fp32
 DONE = "done.json"
-_KEY_VERSION = 2  # bump when the fine-tune's computation changes for the same inputs
+_KEY_VERSION = 3  # 3: fused AdamW (train/optim.py). Bump when the fine-tune's computation changes for the same inputs
 
 
 def cache_root() -> Path:
