@@ -103,7 +103,8 @@ async def test_filter_groups_trains_on_mixed_groups_only(tiny_llama_dir):
         load_config(None, ["algorithm.adv_estimator=gae", "algorithm.n_resp_per_prompt=1", "algorithm.filter_groups=true"])
 
 
-async def test_ppo_with_gae_critic_step(tiny_llama_dir):
+async def test_ppo_with_gae_critic_step(tiny_llama_dir, tmp_path):
+    """A PPO step trains the critic with the fused AdamW (train/optim.py); a checkpoint resumes its moments on it."""
     cfg = load_config(None, ["algorithm.adv_estimator=gae", "algorithm.n_resp_per_prompt=1", "trainer.lr=1e-3"])
     engine = EmbeddedEngine.from_pretrained(tiny_llama_dir, kv_budget_tokens=4096)
     try:
@@ -111,6 +112,14 @@ async def test_ppo_with_gae_critic_step(tiny_llama_dir):
         trainer = build(cfg, tiny_llama_dir, critic=True)
         m = await step(trainer, engine, rollouts)
         assert "critic/vf_loss" in m and m["critic/vf_loss"] > 0
+        assert trainer.critic.optimizer.defaults["fused"] is True
+        trainer.save(tmp_path)
+        resumed = build(cfg, tiny_llama_dir, critic=True)
+        resumed.load(tmp_path)
+        opt, before = resumed.critic.optimizer, trainer.critic.optimizer
+        assert opt.param_groups[0]["fused"] is True and len(opt.state) == len(before.state) > 0
+        for p, q in zip(resumed.critic.parameters(), trainer.critic.parameters(), strict=True):
+            assert torch.equal(p, q) and torch.equal(opt.state[p]["exp_avg_sq"], before.state[q]["exp_avg_sq"])
     finally:
         await engine.close()
 

@@ -10,6 +10,7 @@ from torch import nn
 
 from legorl.train.batch import TrainBatch
 from legorl.train.losses import value_loss
+from legorl.train.optim import adamw
 
 
 class Critic(nn.Module):
@@ -21,7 +22,7 @@ class Critic(nn.Module):
         self.head = nn.Linear(self.decoder.config.hidden_size, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
-        self.optimizer = torch.optim.AdamW(self.parameters(), lr=lr)
+        self.optimizer = adamw(self.parameters(), lr=lr, weight_decay=0.01)  # torch's AdamW default decay, as before
         self.max_grad_norm = max_grad_norm
         self.micro_batch_size = micro_batch_size
 

@@ -1,5 +1,4 @@
-"""The AdamW the policy's trainers step (the RL actor, the warm start): torch's fused kernel. (The GAE critic,
-train/critic.py, keeps torch's default multi-tensor step.)
+"""The AdamW every trainer steps (the RL actor, the warm start, the GAE critic): torch's fused kernel.
 
 Fused, each tensor's update is one vectorised in-place pass with no temporaries. The per-tensor loop
 (`foreach=False`, used until 2026-12-07) ran ~10 ops a tensor and held two temporaries of the largest

@@ -247,7 +247,7 @@ class StepTrainer:
         self.actor.scheduler.load_state_dict(state["scheduler"])
         if self.critic is not None and "critic" in state:
             self.critic.load_state_dict(state["critic"])
-            self.critic.optimizer.load_state_dict(state["critic_optimizer"])
+            keep_kernel(self.critic.optimizer, lambda: self.critic.optimizer.load_state_dict(state["critic_optimizer"]))
 
     def close(self) -> None:
         """Nothing to release in-process (trainer ranks in other processes stop here)."""
