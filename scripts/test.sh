@@ -29,6 +29,8 @@
 # its slowest integration tests ran 5-30% slower than at 07:36 (the box's hour: one of them, rerun alternately on the
 # code before and after, read 45.6-46.0 s against 44.6-52.6 s). After the last code commit (5917683, 10:28-10:42):
 # 887 passed, 1 skipped, 14:45 (886 s); after the review mend (a1408f8, 10:44-10:58): 887 passed, 1 skipped, 13:35 (816 s).
+# 2026-12-07 midday, a fresh 2-core AMD EPYC (Zen 4) just set up, quiet, after the critic's fused AdamW (1531135,
+# 12:51-13:09): 887 passed, 1 skipped, 17:31 (1,052 s), 114 s of it the Codex test's tool model built for this machine.
 # Slow tests outside the two groups go first (tests/conftest.py): wall /
 # (summed test time / 2) went from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min (~30 on a
 # fresh one) before the suite grew.
