@@ -19,8 +19,17 @@ from legorl.tasks.model import TaskLimits
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/bwrap", os.X_OK), reason="bubblewrap not installed")
 
 
-def uid_processes(uid: int, zombies: bool = True) -> list[int]:
-    """Host pids running as `uid` (the sandbox's uid is its own; anything left is a leak)."""
+def boot_ticks() -> int:
+    """Now, in the clock ticks since boot that /proc/<pid>/stat counts a process's start in."""
+    return int(float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def uid_processes(uid: int, zombies: bool = True, started_before: int | None = None) -> list[int]:
+    """Host pids running as `uid` (the sandbox's uid is its own; anything left is a leak).
+
+    After `stop()` the uid is back in the pool, shared by every process on the host (the other xdist
+    worker, a `legorl train` under test): `started_before` (boot_ticks) counts only processes older than
+    that, so a later trial that took the uid is not a leak of this one."""
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -28,11 +37,14 @@ def uid_processes(uid: int, zombies: bool = True) -> list[int]:
                 status = dict(
                     line.split(":", 1) for line in (d / "status").read_text().splitlines() if ":" in line
                 )
-                if int(status["Uid"].split()[0]) == uid and (
-                    zombies or not status["State"].strip().startswith("Z")
-                ):
-                    out.append(int(d.name))
-            except (OSError, ValueError, KeyError):
+                if int(status["Uid"].split()[0]) != uid or not (zombies or not status["State"].strip().startswith("Z")):
+                    continue
+                if started_before is not None:
+                    start = int((d / "stat").read_text().rsplit(")", 1)[1].split()[19])
+                    if start > started_before:
+                        continue
+                out.append(int(d.name))
+            except (OSError, ValueError, KeyError, IndexError):
                 pass
     return out
 
@@ -107,7 +119,8 @@ async def test_fork_bomb_is_contained(make_task, sandbox_root: Path) -> None:
         assert time.monotonic() - t0 < 20
         assert (await bomb.exec("echo still-usable", timeout=10)).stdout == "still-usable\n"
         uid = bomb.uid
-    left = uid_processes(uid)
+        before = boot_ticks()
+    left = uid_processes(uid, started_before=before)
     assert left == [], [(Path(f"/proc/{p}/stat").read_text()) for p in left]
 
 
@@ -152,7 +165,8 @@ async def test_background_process_does_not_survive(make_task, sandbox_root: Path
         assert uid_processes(uid) == []
         await sb.exec("nohup sleep 1003 >/dev/null 2>&1 &")
         assert uid_processes(uid, zombies=False)
-    assert uid_processes(uid) == []
+        before = boot_ticks()
+    assert uid_processes(uid, started_before=before) == []
 
 
 async def test_huge_output_is_capped(make_task, sandbox_root: Path) -> None:
@@ -172,9 +186,10 @@ async def test_concurrent_sandboxes_leave_nothing(make_task, sandbox_root: Path)
     assert len(set(uids)) == 8
     results = await asyncio.gather(*(b.exec("cat a.txt; sleep 100 &") for b in boxes))
     assert all(r.stdout == "a" for r in results)
+    before = boot_ticks()
     await asyncio.gather(*(b.stop() for b in boxes))
     assert list(sandbox_root.iterdir()) == []
-    assert all(uid_processes(u) == [] for u in uids)
+    assert [uid_processes(u, started_before=before) for u in uids] == [[]] * 8
     assert not any(d.exists() for d in cgdirs)
     assert layout() is not None
 

@@ -257,7 +257,9 @@ async def test_sleep_frees_the_kv_pool_after_inflight_work_and_resume_restores_i
             await asyncio.sleep(0.005)
         old_k = weakref.ref(eng.pool.k)
         await eng.sleep()
-        assert long.done() and len(long.result().token_ids) == 64  # the barrier waited for it
+        # The barrier waited for it: asleep, the engine finishes nothing, so it can only have ended before. (Its
+        # task may need a few more loop turns to hand the result over, hence the wait rather than `done()`.)
+        assert len((await asyncio.wait_for(long, 10)).token_ids) == 64 and eng.stats().paused
         assert old_k() is None  # nothing holds the old tensors
         assert eng.stats().kv_bytes == 0 and eng.stats().paused and eng.prefix_cache_probe(ids).hit_tokens == 0
         held = asyncio.create_task(eng.generate(GenerateRequest(ids, sp)))

@@ -17,6 +17,7 @@ import re
 import shutil
 import tarfile
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
@@ -232,15 +233,13 @@ class LocalSandbox(LocalPhases, SandboxLifecycle):
     async def stop(self) -> None:
         """Kills whatever the trial left running and removes every trace on the host. Idempotent."""
         await self._net.stop()
-        live = list(self._live)
-        for pid in live:
-            procs.kill_namespace(pid)
-        for _ in range(200):  # the exec calls reap their bwrap as it exits
-            if not self._live:
-                break
-            await asyncio.sleep(0.01)
         for pid in list(self._live):
-            procs._kill_group(pid)
+            procs.kill_namespace(pid)
+        if not await self._reaped(5.0):  # the exec calls reap their bwrap as it exits
+            for pid in list(self._live):
+                procs._kill_group(pid)
+            if not await self._reaped(10.0):  # a loaded host: still return, but say what is left
+                log.warning("sandbox processes %s outlived SIGKILL for 10 s", sorted(self._live))
         self._live.clear()
         if self.cgroup is not None:
             await asyncio.to_thread(self.cgroup.remove)
@@ -253,6 +252,14 @@ class LocalSandbox(LocalPhases, SandboxLifecycle):
             self._pooled_uid = False
         self._started = False
 
+
+    async def _reaped(self, seconds: float) -> bool:
+        """Waits until every exec's bwrap has been reaped (each leaves `_live` then), up to `seconds`: a
+        process only killed, not yet reaped, still shows under the trial's uid."""
+        deadline = time.monotonic() + seconds
+        while self._live and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return not self._live
 
     # ---- running commands ------------------------------------------------------------------------
 
