@@ -65,7 +65,10 @@ DEFAULTS = dict(agent="builtin", concurrency=8, temperature=0.7, max_turns=10, m
 
 
 def register(app: typer.Typer) -> None:
+    from legorl.workers.compare import compare_cmd
+
     app.command("eval")(eval_cmd)
+    app.command("compare")(compare_cmd)
     app.command("infer")(infer_cmd)
 
 
