@@ -282,3 +282,40 @@ async def test_no_nested_namespaces_or_privileges(make_task, sandbox_root: Path)
         r = await sb.exec("grep CapEff /proc/self/status; id -u")
         cap, uid = r.stdout.split()[1], r.stdout.split()[2]
         assert int(cap, 16) == 0 and uid == str(sb.uid)
+
+
+async def test_stop_without_proc_children_files_still_leaves_nothing(make_task, sandbox_root: Path,
+                                                                   monkeypatch) -> None:
+    """On a kernel without /proc/<pid>/task/*/children (CONFIG_PROC_CHILDREN off) stop() finds each exec's
+    namespace init by scanning /proc for its parent and kills that, not bwrap: bwrap killed first orphans the
+    init, which dies as a zombie of the host's pid 1, still under the uid that stop() hands back to the pool."""
+    from legorl.env import procs
+
+    monkeypatch.setattr(procs, "_children_from_task_files", lambda pid: None)
+    sb = LocalSandbox(make_task(), root_dir=sandbox_root)
+    await sb.start()
+    uid = sb.uid
+    await sb.exec("sleep 1004 &")
+    assert uid_processes(uid, zombies=False)
+    before = boot_ticks()
+    t0 = time.monotonic()
+    await sb.stop()
+    left = uid_processes(uid, started_before=before)
+    assert left == [], [Path(f"/proc/{p}/stat").read_text() for p in left]
+    assert time.monotonic() - t0 < 5
+
+
+def test_children_by_scan_finds_what_the_proc_files_list() -> None:
+    import subprocess
+
+    from legorl.env import procs
+
+    kids = [subprocess.Popen(["sleep", "30"]) for _ in range(2)]
+    try:
+        listed = procs._children_from_task_files(os.getpid())
+        assert listed is not None and {k.pid for k in kids} <= set(listed)
+        assert {k.pid for k in kids} <= set(procs._children_by_scan(os.getpid()))
+    finally:
+        for k in kids:
+            k.kill()
+            k.wait()

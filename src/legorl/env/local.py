@@ -235,11 +235,13 @@ class LocalSandbox(LocalPhases, SandboxLifecycle):
         await self._net.stop()
         for pid in list(self._live):
             procs.kill_namespace(pid)
-        if not await self._reaped(5.0):  # the exec calls reap their bwrap as it exits
-            for pid in list(self._live):
+        # The exec calls reap their bwrap as it exits: milliseconds, seconds on a loaded host. Only then does
+        # the uid go back to the pool (a killed process still counts under its uid until it is reaped).
+        if not await self._reaped(10.0):
+            for pid in list(self._live):  # last resort: bwrap itself (procs.kill_namespace says what that costs)
                 procs._kill_group(pid)
-            if not await self._reaped(10.0):  # a loaded host: still return, but say what is left
-                log.warning("sandbox processes %s outlived SIGKILL for 10 s", sorted(self._live))
+            if not await self._reaped(5.0):
+                log.warning("sandbox processes %s outlived SIGKILL for 15 s", sorted(self._live))
         self._live.clear()
         if self.cgroup is not None:
             await asyncio.to_thread(self.cgroup.remove)

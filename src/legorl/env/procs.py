@@ -106,18 +106,39 @@ def child_argv(spec: SpawnSpec) -> list[str]:
     return ["/bin/bash", "--noprofile", "--norc", "-c", "\n".join(lines), "legorl-spawn", *prefix, *spec.argv]
 
 
-def _children(pid: int) -> list[int]:
+def _children_from_task_files(pid: int) -> list[int] | None:
+    """`pid`'s children as its threads' /proc children files list them; None where the kernel has no such
+    files (built without CONFIG_PROC_CHILDREN) or `pid` is gone."""
     out: list[int] = []
-    with contextlib.suppress(OSError, ValueError):
+    try:
         for t in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{t}/children") as f:
                 out += [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return None
     return out
+
+
+def _children_by_scan(pid: int) -> list[int]:
+    """`pid`'s children found by reading every process's parent from /proc/<n>/stat (slower; any kernel)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{name}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(name))
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    found = _children_from_task_files(pid)
+    return found if found is not None else _children_by_scan(pid)
 
 
 def kill_namespace(pid: int) -> None:
     """Kills bwrap's namespace init (the kernel then kills every process in the namespace) and lets
-    bwrap itself exit and be reaped normally; SIGKILLing bwrap first would orphan the init as a zombie."""
+    bwrap itself exit and be reaped normally; SIGKILLing bwrap first would orphan the init: it dies of
+    --die-with-parent as a zombie of the host's pid 1, still under the trial's uid until that reaps it."""
     for child in _children(pid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(child, signal.SIGKILL)
