@@ -17,7 +17,6 @@ import re
 import shutil
 import tarfile
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
@@ -233,15 +232,7 @@ class LocalSandbox(LocalPhases, SandboxLifecycle):
     async def stop(self) -> None:
         """Kills whatever the trial left running and removes every trace on the host. Idempotent."""
         await self._net.stop()
-        for pid in list(self._live):
-            procs.kill_namespace(pid)
-        # The exec calls reap their bwrap as it exits: milliseconds, seconds on a loaded host. Only then does
-        # the uid go back to the pool (a killed process still counts under its uid until it is reaped).
-        if not await self._reaped(10.0):
-            for pid in list(self._live):  # last resort: bwrap itself (procs.kill_namespace says what that costs)
-                procs._kill_group(pid)
-            if not await self._reaped(5.0):
-                log.warning("sandbox processes %s outlived SIGKILL for 15 s", sorted(self._live))
+        await self.quiesce()  # returns once every exec is reaped: only then may the uid go back to the pool
         self._live.clear()
         if self.cgroup is not None:
             await asyncio.to_thread(self.cgroup.remove)
@@ -254,14 +245,6 @@ class LocalSandbox(LocalPhases, SandboxLifecycle):
             self._pooled_uid = False
         self._started = False
 
-
-    async def _reaped(self, seconds: float) -> bool:
-        """Waits until every exec's bwrap has been reaped (each leaves `_live` then), up to `seconds`: a
-        process only killed, not yet reaped, still shows under the trial's uid."""
-        deadline = time.monotonic() + seconds
-        while self._live and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        return not self._live
 
     # ---- running commands ------------------------------------------------------------------------
 

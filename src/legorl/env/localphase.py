@@ -19,12 +19,16 @@ container). A test.sh that copies its expected outputs into the workdir exposes 
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 from legorl.env import procs
 from legorl.env.bwrap import SANDBOX_HOME
+
+log = logging.getLogger(__name__)
 
 # sandbox path -> (the agent's host dir under the trial root, the verifier's fresh one)
 _VERIFIER_OWN = {SANDBOX_HOME: ("home", "verifier-home"), "/tmp": ("tmp", "verifier-tmp"),
@@ -84,9 +88,17 @@ class LocalPhases:
         ENTRYPOINT service); the sandbox stays usable. Called by `verify` after test.sh."""
         for pid in list(self._live):
             procs.kill_namespace(pid)
-        for _ in range(300):  # their drains end, and on_exit drops them, as the namespaces go
-            if not self._live:
-                return
+        # Their drains end, and on_exit drops them, as the namespaces go and each bwrap is reaped: milliseconds,
+        # seconds on a loaded host. A killed process counts under the trial's uid until it is reaped.
+        if not await self._reaped(10.0):
+            for pid in list(self._live):  # last resort: bwrap itself (procs.kill_namespace says what that costs)
+                procs._kill_group(pid)
+            if not await self._reaped(5.0):
+                log.warning("sandbox processes %s outlived SIGKILL for 15 s", sorted(self._live))
+
+    async def _reaped(self, seconds: float) -> bool:
+        """Waits until every exec's bwrap has been reaped (each leaves `_live` then), up to `seconds`."""
+        deadline = time.monotonic() + seconds
+        while self._live and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        for pid in list(self._live):
-            procs._kill_group(pid)
+        return not self._live
