@@ -28,8 +28,8 @@ def test_compare_two_evaluations_from_the_cli(tmp_path):
     lines = res.stdout.strip().splitlines()
     assert lines == [
         "all: 2 tasks, pass@1 0.000 -> 1.000, +100.0 (SE 0.0)",  # append-line is only in one: left out
-        "make: 1 tasks, pass@1 0.000 -> 1.000, +100.0",
-        "rename: 1 tasks, pass@1 0.000 -> 1.000, +100.0",
+        "make: 1 task, pass@1 0.000 -> 1.000, +100.0",
+        "rename: 1 task, pass@1 0.000 -> 1.000, +100.0",
     ], res.output
     assert "1 task(s) are in only one" in res.stderr
 

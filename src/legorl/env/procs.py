@@ -107,15 +107,21 @@ def child_argv(spec: SpawnSpec) -> list[str]:
 
 
 def _children_from_task_files(pid: int) -> list[int] | None:
-    """`pid`'s children as its threads' /proc children files list them; None where the kernel has no such
-    files (built without CONFIG_PROC_CHILDREN) or `pid` is gone."""
+    """`pid`'s children as its threads' /proc children files list them ([] once `pid` is gone); None where
+    the kernel has no such files (built without CONFIG_PROC_CHILDREN)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
     out: list[int] = []
     try:
-        for t in os.listdir(f"/proc/{pid}/task"):
+        for t in threads:
             with open(f"/proc/{pid}/task/{t}/children") as f:
                 out += [int(x) for x in f.read().split()]
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return None
+    except (OSError, ValueError):
+        pass
     return out
 
 

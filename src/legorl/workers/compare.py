@@ -31,7 +31,7 @@ class Paired:
 
     def line(self) -> str:
         se = "" if self.se is None else f" (SE {100 * self.se:.1f})"
-        return f"{self.name}: {self.n} tasks, pass@1 {self.before:.3f} -> {self.after:.3f}, {100 * self.gain:+.1f}{se}"
+        return f"{self.name}: {self.n} task{'' if self.n == 1 else 's'}, pass@1 {self.before:.3f} -> {self.after:.3f}, {100 * self.gain:+.1f}{se}"
 
 
 def load_pass1(path: Path) -> dict[str, float]:
