@@ -319,3 +319,29 @@ def test_children_by_scan_finds_what_the_proc_files_list() -> None:
         for k in kids:
             k.kill()
             k.wait()
+
+
+async def test_a_timed_out_exec_kills_its_namespace_even_if_the_first_kill_misses(make_task, sandbox_root: Path,
+                                                                                  monkeypatch) -> None:
+    """A timeout can fire before bwrap has started the namespace's init, so the first kill finds nothing (simulated
+    here by dropping the first kill_namespace call). The run kills again until bwrap exits, and returns with nothing
+    left under the uid. Killing bwrap after a fixed wait, as before, orphaned the init: a zombie of the host's pid
+    1 under the trial's uid."""
+    from legorl.env import procs
+
+    real, calls = procs.kill_namespace, []
+
+    def first_misses(pid: int) -> None:
+        calls.append(pid)
+        if len(calls) > 1:
+            real(pid)
+
+    monkeypatch.setattr(procs, "kill_namespace", first_misses)
+    async with LocalSandbox(make_task(), root_dir=sandbox_root) as sb:
+        t0 = time.monotonic()
+        r = await sb.exec("sleep 1005", timeout=0.5)
+        assert r.timed_out and r.exit_code == 124 and len(calls) >= 2
+        left = uid_processes(sb.uid)
+        assert left == [], [Path(f"/proc/{p}/stat").read_text() for p in left]
+        assert time.monotonic() - t0 < 10
+        assert (await sb.exec("echo usable", timeout=10)).stdout == "usable\n"

@@ -157,6 +157,20 @@ def _kill_group(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+async def _end_namespace(proc: asyncio.subprocess.Process, task: asyncio.Future, seconds: float) -> bool:
+    """Kills the namespace's init, again every 50 ms while bwrap is unreaped (one that only just started has no
+    init yet), until `task` (the run) ends; False after `seconds`. Waiting, rather than killing bwrap after a
+    moment, keeps the init from being orphaned (kill_namespace); seconds pass only on a loaded host."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.returncode is None:
+            kill_namespace(proc.pid)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), 0.05)
+            return True
+    return task.done()
+
+
 STATUS_FD = "@@legorl-status-fd@@"  # argv placeholder for the status pipe's fd number (`run(status_fd=True)`)
 DETACH_GRACE_S = 0.3  # how long output is still collected after the command ended, while leftovers hold the pipes
 _DETACHED: set[asyncio.Future] = set()  # the drains of sandboxes that outlived their command (strong refs)
@@ -316,10 +330,7 @@ async def run(
         await asyncio.wait_for(asyncio.shield(task), timeout)
     except TimeoutError:
         timed_out = True
-        kill_namespace(proc.pid)
-        try:
-            await asyncio.wait_for(asyncio.shield(task), 2)
-        except TimeoutError:
+        if not await _end_namespace(proc, task, 10.0):
             _kill_group(proc.pid)  # bwrap did not exit with its namespace: take the whole group
         try:
             await asyncio.wait_for(asyncio.shield(task), 10)
