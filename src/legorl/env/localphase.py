@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -86,19 +85,10 @@ class LocalPhases:
     async def quiesce(self) -> None:
         """Kills every process the trial's commands left running (the agent's servers, the image's
         ENTRYPOINT service); the sandbox stays usable. Called by `verify` after test.sh."""
-        for pid in list(self._live):
-            procs.kill_namespace(pid)
         # Their drains end, and on_exit drops them, as the namespaces go and each bwrap is reaped: milliseconds,
         # seconds on a loaded host. A killed process counts under the trial's uid until it is reaped.
-        if not await self._reaped(10.0):
+        if not await procs.end_namespaces(lambda: self._live, 10.0):
             for pid in list(self._live):  # last resort: bwrap itself (procs.kill_namespace says what that costs)
                 procs._kill_group(pid)
-            if not await self._reaped(5.0):
+            if not await procs.end_namespaces(lambda: self._live, 5.0):
                 log.warning("sandbox processes %s outlived SIGKILL for 15 s", sorted(self._live))
-
-    async def _reaped(self, seconds: float) -> bool:
-        """Waits until every exec's bwrap has been reaped (each leaves `_live` then), up to `seconds`."""
-        deadline = time.monotonic() + seconds
-        while self._live and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        return not self._live

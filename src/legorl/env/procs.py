@@ -19,7 +19,7 @@ import struct
 import subprocess
 import termios
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,18 +157,19 @@ def _kill_group(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-async def _end_namespace(proc: asyncio.subprocess.Process, task: asyncio.Future, seconds: float) -> bool:
-    """Kills the namespace's init, again every 50 ms while bwrap is unreaped (one that only just started has no
-    init yet), until `task` (the run) ends; False after `seconds`. Waiting, rather than killing bwrap after a
-    moment, keeps the init from being orphaned (kill_namespace); seconds pass only on a loaded host."""
+async def end_namespaces(live: Callable[[], Collection[int]], seconds: float) -> bool:
+    """Kills the namespace init of each bwrap that `live()` lists, again every 10 ms (a bwrap that only just
+    started has no init yet), until `live()` is empty (each bwrap reaped): True, or False after `seconds`.
+    Waiting, rather than killing bwrap after a moment, keeps the inits from being orphaned (kill_namespace);
+    seconds pass only on a loaded host."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.returncode is None:
-            kill_namespace(proc.pid)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(task), 0.05)
-            return True
-    return task.done()
+    while pids := list(live()):
+        if time.monotonic() >= deadline:
+            return False
+        for pid in pids:
+            kill_namespace(pid)
+        await asyncio.sleep(0.01)
+    return True
 
 
 STATUS_FD = "@@legorl-status-fd@@"  # argv placeholder for the status pipe's fd number (`run(status_fd=True)`)
@@ -330,7 +331,7 @@ async def run(
         await asyncio.wait_for(asyncio.shield(task), timeout)
     except TimeoutError:
         timed_out = True
-        if not await _end_namespace(proc, task, 10.0):
+        if not await end_namespaces(lambda: [proc.pid] if proc.returncode is None else [], 10.0):
             _kill_group(proc.pid)  # bwrap did not exit with its namespace: take the whole group
         try:
             await asyncio.wait_for(asyncio.shield(task), 10)
