@@ -34,7 +34,7 @@
 # That afternoon, the same box, quiet, `LEGORL_REQUIRE_VLLM=1 bash scripts/test.sh`: 887 passed, 1 skipped, 16:12 (973 s,
 # `--durations=0`: 1,892 s of test time, 571 s the vLLM group, 245 s the Ray group); after the sandbox and compare work
 # (a0015db, 16:01-16:17): 892 passed, 1 skipped, 15:34 (934 s); after 0c197d4 (16:20-16:35): 893 passed, 1 skipped, 15:14
-# (915 s). CI's run of 6e14319 took 18:30 (1,110 s) for the suite.
+# (915 s); after ca087da (16:37-16:53): 893 passed, 1 skipped, 15:15 (915 s). CI's run of 6e14319 took 18:30 (1,110 s) for the suite.
 # Slow tests outside the two groups go first (tests/conftest.py): wall /
 # (summed test time / 2) went from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min (~30 on a
 # fresh one) before the suite grew.
