@@ -96,6 +96,40 @@ def test_builtin_look_act_loads():
     assert len({t.metadata["kind"] for t in tasks}) == len(all_kinds())
 
 
+def test_phrasings_reword_the_same_task():
+    """`phrasings` draws each request's wording from its own stream: the same files, values, checks and
+    demonstration, another sentence; every action and most sources have several; none shows the value."""
+    import dataclasses
+    import re
+
+    shapes: dict[str, set[str]] = {}
+    for kind in all_kinds().values():
+        for v in (1, 2, 3, 4):
+            plain, worded = make_spec(kind, 0, v), make_spec(kind, 0, v, phrasings=True)
+            assert dataclasses.replace(worded, instruction=plain.instruction) == plain, worded.id
+            assert not leaks(worded.answer, worded.instruction), (worded.id, worded.instruction)
+            # the sentence without its names: what the wording alone contributes
+            shapes.setdefault(kind.action, set()).add(re.sub(r"\S*[/`\[]\S*", "_", worded.instruction)[:40])
+    assert all(len(s) >= 2 for s in shapes.values()), {a: len(s) for a, s in shapes.items()}
+    assert make_spec(all_kinds()["json-write-number"], 0, 1).instruction.startswith("Find ")  # off: the first
+
+
+def test_builtin_set_with_phrasings(tmp_path, monkeypatch):
+    """A `GeneratedSet` with `phrasings` (as `builtin:look-act-phrased`) draws its tasks reworded."""
+    from legorl.tasks.builtin_sets import load_builtin
+    from legorl.tasks.generate import builtin
+
+    monkeypatch.setenv("LEGORL_HOME", str(tmp_path))
+    assert builtin.GENERATED["look-act-phrased"].phrasings and not builtin.GENERATED["look-act"].phrasings
+    small = builtin.GeneratedSet("json writes", per_kind=4, seed=0, kinds=("json-write-*",), phrasings=True)
+    monkeypatch.setitem(builtin.GENERATED, "json-phrased", small)
+    tasks = load_builtin("json-phrased")
+    assert len(tasks) == 8 and json.loads((tasks[0].path.parent / "GENERATED.json").read_text())["phrasings"]
+    plain = {(s.id, s.instruction) for s in generate(tmp_path / "plain", 8, 0, ["json-write-*"])}
+    assert {(t.id, t.instruction.strip()) for t in tasks} != plain
+    assert {t.id for t in tasks} == {i for i, _ in plain}
+
+
 def _fake_tasks(kinds: dict[str, int]):
     from types import SimpleNamespace
 
@@ -143,6 +177,12 @@ def test_cli_generate_and_list(tmp_path):
                                  "--kinds", "ini-*"])
     assert r.exit_code == 0, r.output
     assert "wrote 6 task(s)" in r.output and len(list((tmp_path / "out").glob("ini-*"))) == 6
+    r = CliRunner().invoke(app, ["tasks", "generate", str(tmp_path / "worded"), "--n", "6", "--seed", "1",
+                                 "--kinds", "ini-*", "--phrasings"])
+    assert r.exit_code == 0, r.output
+    worded = {p.parent.name: p.read_text() for p in (tmp_path / "worded").glob("*/instruction.md")}
+    plain = {p.parent.name: p.read_text() for p in (tmp_path / "out").glob("*/instruction.md")}
+    assert worded.keys() == plain.keys() and worded != plain
     r = CliRunner().invoke(app, ["tasks", "generate", str(tmp_path / "out"), "--n", "2"])
     assert r.exit_code == 2 and "not empty" in r.output
     r = CliRunner().invoke(app, ["tasks", "generate", str(tmp_path / "x"), "--list"])
@@ -212,7 +252,7 @@ def test_many_kinds_take_two_looks():
     from legorl.tasks.generate.indirect import HOP_SOURCES
 
     for kind in (k for k in all_kinds().values() if k.source in HOP_SOURCES):
-        looks = [make_spec(kind, 0, v).looks for v in range(1, 9)]
+        looks = [make_spec(kind, 0, v).looks for v in range(1, 17)]  # a run of 8 one-look tasks happens (p 0.4%)
         assert set(looks) == {1, 2}, (kind.name, looks)
     for s in _two_look_specs(["json-write-number", "log-delete", "csv-fixcode", "env-rename"]):
         ptr = next(p for p in s.files if p.endswith(".txt") and s.files[p].startswith("The file in use is /app/"))

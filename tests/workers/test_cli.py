@@ -161,8 +161,13 @@ def test_eval_config_runs_the_held_out_split(tmp_path, tiny_llama_dir):
     assert ids == sorted(t.id for t in val) and len(ids) == 2 and "pass@1 = 1.0000" in res.output
     res = runner.invoke(app, ["eval", "--config", str(run), "--agent", "nop", "--split", "train"])
     assert res.exit_code == 0 and "2 task(s)" in res.output, res.output
+    # -O: the run as trained with an override (here a smaller held-out share: 1 of the 4 tasks)
+    res = runner.invoke(app, ["eval", "--config", str(run), "-O", "tasks.val_fraction=0.25", "--agent", "nop"])
+    assert res.exit_code == 0 and "1 task(s)" in res.output, res.output
     for args, message in ((["eval"], "--config RUN.toml"), (["eval", "--config", str(tmp_path / "no.toml")], "--config"),
-                          (["eval", "--config", str(run), "--split", "both"], "--split")):
+                          (["eval", "--config", str(run), "--split", "both"], "--split"),
+                          (["eval", "-O", "tasks.val_fraction=0.25"], "give --config"),
+                          (["eval", "--config", str(run), "-O", "tasks.val_fraction=2"], "val_fraction")):
         res = runner.invoke(app, args)
         lines = res.output.strip().splitlines()
         assert res.exit_code == 2 and len(lines) == 1 and message in lines[0], (args, res.output)

@@ -33,6 +33,9 @@ RUN_CONFIG = typer.Option(None, "--config", help=(
     "kwargs, timeouts), sandbox and rollout (temperature, turns, tokens, concurrency) settings, so the base "
     "model is measured as the run will sample it; flags given here override them. TASKS defaults to its tasks "
     "(--split)."))
+OVERRIDE = typer.Option(None, "--override", "-O", help=(
+    "With --config: a KEY=VALUE override of it, as `legorl train` takes them (repeatable), so a run trained with "
+    "overrides is measured on its own tasks: -O tasks.train=builtin:look-act-phrased."))
 SPLIT = typer.Option("val", "--split", help="With --config and no TASKS: the run's held-out tasks (val), its "
                      "training tasks (train) or both (all).")
 NO_PROGRESS = typer.Option(False, "--no-progress",
@@ -113,15 +116,18 @@ def _select(tasks: list[Any], path: str, task_ids: list[str] | None, limit: int 
     return tasks
 
 
-def _run_config(path: Path | None) -> Any:
-    """The run config `--config` names (None without one); a bad one exits 2 with its first problem."""
+def _run_config(path: Path | None, overrides: list[str] | None = None) -> Any:
+    """The run config `--config` names with its `--override`s (None without one); a bad one exits 2 with its
+    first problem."""
     if path is None:
+        if overrides:
+            _fail("--override changes a run config: give --config RUN.toml too")
         return None
     from legorl.config import ConfigError, load_config
 
     try:
-        return load_config(path)
-    except ConfigError as exc:  # a missing file, bad TOML, invalid values: one line, exit 2
+        return load_config(path, overrides)
+    except ConfigError as exc:  # a missing file, bad TOML, invalid values or overrides: one line, exit 2
         _fail(f"--config {path}: {exc}")
 
 
@@ -292,8 +298,8 @@ def eval_cmd(
     concurrency: int | None = CONCURRENCY, temperature: float | None = TEMPERATURE, max_turns: int | None = MAX_TURNS,
     max_tokens: int | None = MAX_TOKENS, timeout: float | None = TIMEOUT, backend: str | None = BACKEND,
     task: list[str] | None = TASK_IDS, limit: int | None = LIMIT, agent_opt: list[str] | None = AGENT_OPT,
-    seed: int | None = SEED, engine: str | None = ENGINE, config: Path | None = RUN_CONFIG, split: str = SPLIT,
-    no_progress: bool = NO_PROGRESS,
+    seed: int | None = SEED, engine: str | None = ENGINE, config: Path | None = RUN_CONFIG,
+    override: list[str] | None = OVERRIDE, split: str = SPLIT, no_progress: bool = NO_PROGRESS,
 ) -> None:
     """Run a scaffold + model over a task set, k attempts per task; report pass@1 and pass@k.
 
@@ -303,7 +309,7 @@ def eval_cmd(
     """
     if k < 1:
         _fail("-k must be >= 1")
-    run_cfg = _run_config(config)
+    run_cfg = _run_config(config, override)
     tasks = _tasks(tasks_path, run_cfg, split, task, limit)
     flags = Flags(agent, model, base_url, concurrency, temperature, max_turns, max_tokens, timeout, backend,
                   agent_opt, seed, engine, output)
@@ -347,7 +353,8 @@ def infer_cmd(
     max_turns: int | None = MAX_TURNS, max_tokens: int | None = MAX_TOKENS, timeout: float | None = TIMEOUT,
     backend: str | None = BACKEND, task: list[str] | None = TASK_IDS, limit: int | None = LIMIT,
     agent_opt: list[str] | None = AGENT_OPT, seed: int | None = SEED, engine: str | None = ENGINE,
-    config: Path | None = RUN_CONFIG, split: str = typer.Option("train", "--split", help=(
+    config: Path | None = RUN_CONFIG, override: list[str] | None = OVERRIDE,
+    split: str = typer.Option("train", "--split", help=(
         "With --config and no TASKS: the run's training tasks (train), held-out tasks (val) or both (all).")),
     no_progress: bool = NO_PROGRESS,
 ) -> None:
@@ -363,7 +370,7 @@ def infer_cmd(
         _fail(str(exc))
     if out.suffix != ".parquet":
         _fail(f"-o {out}: the index must be a .parquet file")
-    run_cfg = _run_config(config)
+    run_cfg = _run_config(config, override)
     tasks = _tasks(tasks_path, run_cfg, split, task, limit)
     if temperature is None and run_cfg is None:
         temperature = 1.0  # infer's own default: the full sampling distribution

@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from legorl.tasks.generate.parts import WORDS, Act, Found, ValueType, content_is, draw_values
+from legorl.tasks.generate.parts import WORDS, Act, Found, ValueType, content_is, draw_values, phrase
 
 Make = Callable[[random.Random, Found, set[str]], Act]
 
@@ -41,7 +41,10 @@ def write(rng: random.Random, f: Found, taken: set[str]) -> Act:
     def solve(v: str) -> list[str]:
         return [f"echo {v} > /app/{out}"]
 
-    return Act(f"Find {f.where} and write it into /app/{out} (just the value, nothing else).", {},
+    ask = phrase(rng, f"Find {f.where} and write it into /app/{out} (just the value, nothing else).",
+                 f"Write {f.where} into /app/{out}, with nothing else in the file.",
+                 f"Look up {f.where}; save only that value in /app/{out}.")
+    return Act(ask, {},
                [content_is(out, f.value.text)], solve(f.value.text), _blind(solve, f, f"touch /app/{out}"))
 
 
@@ -55,7 +58,9 @@ def create(rng: random.Random, f: Found, taken: set[str]) -> Act:
     def solve(x: str) -> list[str]:
         return [f"touch /app/{x}"]
 
-    return Act(f"Create an empty file in /app whose name is {f.where}.", {},
+    ask = phrase(rng, f"Create an empty file in /app whose name is {f.where}.",
+                 f"Make a new, empty file in /app. Its name must be {f.where}.")
+    return Act(ask, {},
                [f"[ -f {v} ] || fail 'the file exists'", *_no_decoys("", f)], solve(v),
                _blind(solve, f, "touch /app/file.txt"))
 
@@ -70,7 +75,9 @@ def rename(rng: random.Random, f: Found, taken: set[str]) -> Act:
 
     checks = [f"[ -f {v} ] && grep -qx '{body}' {v} || fail 'the renamed file holds the original text'",
               f"[ ! -e {src} ] || fail '{src} is gone'", *_no_decoys("", f)]
-    return Act(f"Rename /app/{src} so that its new name is {f.where} (keep it in /app).", {src: body + "\n"},
+    ask = phrase(rng, f"Rename /app/{src} so that its new name is {f.where} (keep it in /app).",
+                 f"Give /app/{src} a new name, staying in /app: {f.where}.")
+    return Act(ask, {src: body + "\n"},
                checks, solve(v), _blind(solve, f, f"mv /app/{src} /app/renamed.txt"))
 
 
@@ -85,7 +92,9 @@ def copy(rng: random.Random, f: Found, taken: set[str]) -> Act:
 
         checks = [f"[ -f {v} ] && grep -qx '{body}' {v} || fail 'the copy holds the text'",
                   f"grep -qx '{body}' {src} || fail 'the original is kept'", *_no_decoys("", f)]
-        return Act(f"Copy /app/{src} to a new file in /app whose name is {f.where}; keep the original.",
+        ask = phrase(rng, f"Copy /app/{src} to a new file in /app whose name is {f.where}; keep the original.",
+                     f"Make a copy of /app/{src} in /app, named {f.where}, and keep the original.")
+        return Act(ask,
                    {src: body + "\n"}, checks, solve(v), _blind(solve, f, f"cp /app/{src} /app/copy.txt"))
     d = f.value.path.rsplit("/", 1)[0]
     backup = _free(rng, ["backup", "saved", "keep", "vault2"], taken)
@@ -96,7 +105,9 @@ def copy(rng: random.Random, f: Found, taken: set[str]) -> Act:
     rel = f.value.path.removeprefix("/app/")
     checks = [f"[ -f {backup}/{v} ] && cmp -s {backup}/{v} {rel} || fail 'the copy is in {backup}/'",
               f"[ -f {rel} ] || fail 'the original is kept'", *_no_decoys(f"{backup}/", f)]
-    return Act(f"Copy {f.target} into /app/{backup}/ (keep the original where it is).",
+    ask = phrase(rng, f"Copy {f.target} into /app/{backup}/ (keep the original where it is).",
+                 f"Put a copy of {f.target} in /app/{backup}/, leaving the original in place.")
+    return Act(ask,
                {f"{backup}/README.txt": "copies go here\n"}, checks, solve_meta(v),
                _blind(solve_meta, f, f"cp {d}/* /app/{backup}/"))
 
@@ -121,7 +132,9 @@ def delete(rng: random.Random, f: Found, taken: set[str]) -> Act:
 
     checks = [f"[ ! -e {rel}/{f.value.text} ] || fail 'the file is deleted'",
               *(f"[ -f {rel}/{x} ] || fail 'a wrong file was deleted'" for x in f.decoys)]
-    return Act(f"Delete {what}; keep the other files {rest}.", files, checks, solve(f.value.text),
+    ask = phrase(rng, f"Delete {what}; keep the other files {rest}.",
+                 f"Remove {what}, and leave the other files alone.")
+    return Act(ask, files, checks, solve(f.value.text),
                _blind(solve, f, f"rm -f {d}/*"))
 
 
@@ -139,7 +152,9 @@ def chmod(rng: random.Random, f: Found, taken: set[str]) -> Act:
     checks = [f"[ -x {rel}/{f.value.text} ] || fail 'the file is executable'",
               *(f"[ -f {rel}/{x} ] && [ ! -x {rel}/{x} ] || fail 'a wrong file was made executable'"
                 for x in f.decoys)]
-    return Act(f"Make {what} executable; leave the other files as they are.", files, checks, solve(f.value.text),
+    ask = phrase(rng, f"Make {what} executable; leave the other files as they are.",
+                 f"Set the executable bit on {what}, and on no other file.")
+    return Act(ask, files, checks, solve(f.value.text),
                _blind(solve, f, f"chmod +x {d}/*"))
 
 
@@ -159,7 +174,9 @@ def fix_config(rng: random.Random, f: Found, taken: set[str]) -> Act:
     def solve(x: str) -> list[str]:
         return [f"sed -i 's|^{key} = .*|{key} = {x}|' /app/{name}"]
 
-    return Act(f"In /app/{name}, `{key}` is wrong: set it to {f.where}, leaving every other line unchanged.",
+    ask = phrase(rng, f"In /app/{name}, `{key}` is wrong: set it to {f.where}, leaving every other line unchanged.",
+                 f"`{key}` in /app/{name} has the wrong value. Change it to {f.where}; keep every other line as it is.")
+    return Act(ask,
                {name: "\n".join(have) + "\n"}, [lines_are(name, want)], solve(f.value.text),
                _blind(solve, f, f"sed -i 's|^{key} = .*|{key} = 8080|' /app/{name}"))
 
@@ -174,8 +191,10 @@ def fix_const(rng: random.Random, f: Found, taken: set[str]) -> Act:
     def solve(x: str) -> list[str]:
         return [f"sed -i 's/^{const} = .*/{const} = {x}/' /app/{mod}"]
 
-    return Act(f"/app/{mod} sets `{const}` to the wrong number: set it to {f.where}, leaving the rest of the "
-               "file unchanged.", {mod: "\n".join([*head, f"{const} = {wrong}", *tail]) + "\n"},
+    ask = phrase(rng, f"/app/{mod} sets `{const}` to the wrong number: set it to {f.where}, leaving the rest of the "
+                 "file unchanged.",
+                 f"Fix `{const}` in /app/{mod}: it must equal {f.where}. Change nothing else.")
+    return Act(ask, {mod: "\n".join([*head, f"{const} = {wrong}", *tail]) + "\n"},
                [lines_are(mod, [*head, f"{const} = {f.value.text}", *tail])], solve(f.value.text),
                _blind(solve, f, f"sed -i 's/^{const} = .*/{const} = 42/' /app/{mod}"), python=True)
 
@@ -194,8 +213,11 @@ def fix_code(rng: random.Random, f: Found, taken: set[str]) -> Act:
     checks = [f'[ "$(python3 main.py 2>/dev/null)" = "{f.value.text} ready" ] || fail "main.py runs the right module"',
               *(f"grep -qx '    return \"{m} ready\"' {m}.py || fail 'module {m}.py is unchanged'" for m in mods),
               f"[ ! -e {wrong}.py ] || fail 'main.py imports the right module (no new module)'"]
-    return Act("`python3 /app/main.py` fails: it imports a module that does not exist. Change it to import the "
-               f"module whose name is {f.where} (edit only main.py).", files, checks, solve(f.value.text),
+    ask = phrase(rng, "`python3 /app/main.py` fails: it imports a module that does not exist. Change it to import the "
+                 f"module whose name is {f.where} (edit only main.py).",
+                 f"/app/main.py imports a missing module. Make it import the module named {f.where} instead; "
+                 "edit only main.py.")
+    return Act(ask, files, checks, solve(f.value.text),
                _blind(solve, f, "python3 /app/main.py"), python=True)
 
 

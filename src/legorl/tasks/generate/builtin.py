@@ -22,11 +22,14 @@ class GeneratedSet:
     per_kind: int  # tasks per kind
     seed: int
     kinds: tuple[str, ...] = ()  # globs; empty: every kind
+    phrasings: bool = False  # each request in one of several wordings (`legorl tasks generate --phrasings`)
 
 
 GENERATED: dict[str, GeneratedSet] = {
     "look-act": GeneratedSet("generated look-then-act tasks: 14 places a value hides x 9 things to do with it "
                              "(133 kinds; a third take two looks; legorl tasks generate)", per_kind=3, seed=0),
+    "look-act-phrased": GeneratedSet("look-act with each request in one of several wordings (legorl tasks "
+                                     "generate --phrasings)", per_kind=3, seed=0, phrasings=True),
 }
 
 
@@ -48,7 +51,7 @@ def generated_path(name: str) -> Path:
         return root
     n = gs.per_kind * len(select_kinds(list(gs.kinds) or None))
     tmp = root.parent / f".{root.name}.{uuid.uuid4().hex[:8]}"
-    generate(tmp, n, gs.seed, list(gs.kinds) or None, set_name=f"builtin:{name}")
+    generate(tmp, n, gs.seed, list(gs.kinds) or None, set_name=f"builtin:{name}", phrasings=gs.phrasings)
     try:
         tmp.rename(root)
     except OSError:  # another process drew it first: same content

@@ -19,6 +19,8 @@ def generate_cmd(
     check: bool = typer.Option(False, help="Then prove each task in a real sandbox: no-op 0, blind commands 0, "
                                "oracle 1, demonstration 1 (exit 2 on any failure)."),
     jobs: int = typer.Option(2, "-j", "--jobs", help="Sandbox sessions at once for --check."),
+    phrasings: bool = typer.Option(False, help="Word each task's request in one of several ways (drawn per task), "
+                                   "so a kind's tasks do not share one sentence. Off: one wording per action."),
 ) -> None:
     """Generate look-then-act tasks: a value hidden in the sandbox x an action on it (docs/tasks.md)."""
     from legorl.tasks.generate.kinds import select_kinds
@@ -31,7 +33,8 @@ def generate_cmd(
                 typer.echo(f"{k.name}\t{k.source}\t{k.action}\t{k.value_type}")
             typer.echo(f"{len(chosen)} kind(s)")
             return
-        specs = generate(out, n or 3 * len(chosen), seed, kinds or None, set_name=set_name, overwrite=overwrite)
+        specs = generate(out, n or 3 * len(chosen), seed, kinds or None, set_name=set_name, overwrite=overwrite,
+                         phrasings=phrasings)
     except (ValueError, FileExistsError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from legorl.tasks.generate.actions import ACTIONS
 from legorl.tasks.generate.indirect import HOP_SHARE, HOP_SOURCES, indirect
-from legorl.tasks.generate.parts import Spec, ValueType
+from legorl.tasks.generate.parts import Spec, TaskRandom, ValueType
 from legorl.tasks.generate.sources import SOURCES
 
 LEVELS = ["easy", "medium", "hard"]
@@ -61,10 +61,10 @@ def leaks(value: str, text: str) -> bool:
     return value in text
 
 
-def make_spec(kind: Kind, seed: int, variant: int) -> Spec:
+def make_spec(kind: Kind, seed: int, variant: int, phrasings: bool = False) -> Spec:
     """Task `variant` of `kind`: the source hides a value (behind a pointer file in about half the tasks of
-    a `HOP_SOURCES` kind), the action asks for something done with it."""
-    rng = random.Random(f"{seed}:{kind.name}:{variant}")
+    a `HOP_SOURCES` kind), the action asks for something done with it (`phrasings`: in one of its wordings)."""
+    rng = TaskRandom(f"{seed}:{kind.name}:{variant}", phrasings)
     sdef, adef = SOURCES[kind.source], ACTIONS[kind.action]
     for _ in range(50):  # redraw the rare task whose instruction would show its value
         found = sdef.make(rng, kind.value_type)

@@ -104,6 +104,24 @@ def draw_values(rng: random.Random, vtype: ValueType, n: int) -> list[str]:
     return out
 
 
+class TaskRandom(random.Random):
+    """A task's seeded draws, and (`phrasings` on) a second stream that picks its wordings (`phrase`): apart, so
+    a task phrased otherwise is the same task (files, values, checks), and a set without phrasings is the same
+    as before they existed."""
+
+    def __init__(self, seed: str, phrasings: bool = False) -> None:
+        super().__init__(seed)
+        self.wording = random.Random(f"{seed}:wording") if phrasings else None
+
+
+def phrase(rng: random.Random, *forms: str) -> str:
+    """One of a request's phrasings: the first, or one drawn per task, so a kind's tasks do not share one
+    sentence and what a policy learns about a source is tied to how the value is described, not to one
+    action's wording."""
+    wording = getattr(rng, "wording", None)
+    return wording.choice(forms) if wording is not None else forms[0]
+
+
 def content_is(path: str, value: str) -> str:
     """A check line: `path` exists and holds `value` (whitespace ignored)."""
     return (f'[ -f {path} ] && [ "$(tr -d " \\n\\t" < {path})" = "{value}" ] '

@@ -101,8 +101,9 @@ def write_task(spec: Spec, root: Path, set_name: str, seed: int) -> Path:
 
 
 def generate(out: Path, n: int, seed: int = 0, kinds: list[str] | None = None, set_name: str = "look-act",
-             overwrite: bool = False) -> list[Spec]:
-    """`n` tasks (kinds round robin, matching `kinds` globs) under `out`, plus a manifest of what made them."""
+             overwrite: bool = False, phrasings: bool = False) -> list[Spec]:
+    """`n` tasks (kinds round robin, matching `kinds` globs) under `out`, plus a manifest of what made them;
+    `phrasings`: each task's request in one of several wordings."""
     chosen = select_kinds(kinds)
     if n < 1:
         raise ValueError("--n must be at least 1")
@@ -111,10 +112,12 @@ def generate(out: Path, n: int, seed: int = 0, kinds: list[str] | None = None, s
             raise FileExistsError(f"{out} is not empty: pass --overwrite to replace it")
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    specs = [make_spec(kind, seed, variant) for kind, variant in plan(n, seed, chosen)]
+    specs = [make_spec(kind, seed, variant, phrasings) for kind, variant in plan(n, seed, chosen)]
     for spec in specs:
         write_task(spec, out, set_name, seed)
     manifest = {"generator": "legorl.tasks.generate", "set": set_name, "n": n, "seed": seed,
                 "kinds": kinds or [], "tasks_per_kind": {k.name: sum(s.kind == k.name for s in specs) for k in chosen}}
+    if phrasings:  # only then: a set without them stays byte for byte what it was
+        manifest["phrasings"] = True
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return specs

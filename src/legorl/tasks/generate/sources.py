@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from legorl.tasks.generate.parts import WORDS, Found, Value, ValueType, draw_values
+from legorl.tasks.generate.parts import WORDS, Found, Value, ValueType, draw_values, phrase
 
 KEYS: dict[str, list[str]] = {
     "number": ["port", "max_connections", "timeout_ms", "batch_size", "build_number", "quota"],
@@ -50,7 +50,10 @@ def named_file(rng: random.Random, vtype: ValueType) -> Found:
     name = rng.choice(["NOTE.txt", "info.txt", "message.txt", "memo.txt"])
     text = (f"Hi! For the next step, the {label} to use is {value.text}.\n"
             f"The previous {label}, {decoys[0]}, is no longer valid.\n")
-    return Found(value, f"the {label} to use, as written in /app/{name}", {name: text}, [f"cat /app/{name}"], decoys)
+    where = phrase(rng, f"the {label} to use, as written in /app/{name}",
+                        f"the {label} that /app/{name} says to use",
+                        f"the {label} /app/{name} gives as the one to use now")
+    return Found(value, where, {name: text}, [f"cat /app/{name}"], decoys)
 
 
 def pointer_file(rng: random.Random, vtype: ValueType) -> Found:
@@ -62,7 +65,9 @@ def pointer_file(rng: random.Random, vtype: ValueType) -> Found:
     names = [f"{w}.txt" for w in rng.sample(WORDS, 3)]
     files = {f"{d}/{n}": f"{label}: {v}\n" for n, v in zip(names, [value.text, *decoys], strict=True)}
     files[ptr] = f"The {label} is kept in /app/{d}/{names[0]}.\n"
-    return Found(value, f"the {label} kept in the file that /app/{ptr} names", files,
+    where = phrase(rng, f"the {label} kept in the file that /app/{ptr} names",
+                        f"the {label} stored in the file /app/{ptr} points to")
+    return Found(value, where, files,
                  [f"cat /app/{ptr}", f"cat /app/{d}/{names[0]}"], decoys, dirs={d})
 
 
@@ -84,7 +89,10 @@ def json_key(rng: random.Random, vtype: ValueType) -> Found:
               sec: dict([(key, _scalar(value.text, vtype)), *_filler(rng, 2)])}
     if rng.random() < 0.5:
         blocks = dict(reversed(list(blocks.items())))
-    return Found(value, f"`{sec}.{key}` in /app/{name}.json", {f"{name}.json": json.dumps(blocks, indent=2) + "\n"},
+    where = phrase(rng, f"`{sec}.{key}` in /app/{name}.json",
+                        f"the `{key}` of the `{sec}` object in /app/{name}.json",
+                        f"the value of `{key}` under `{sec}` in /app/{name}.json")
+    return Found(value, where, {f"{name}.json": json.dumps(blocks, indent=2) + "\n"},
                  [f"cat /app/{name}.json"], decoys)
 
 
@@ -97,7 +105,9 @@ def ini_key(rng: random.Random, vtype: ValueType) -> Found:
     rng.shuffle(parts)
     text = "".join(f"[{s}]\n" + "".join(f"{k} = {v}\n" for k, v in [*_filler(rng, 1), (key, v)]) + "\n"
                    for s, v in parts)
-    return Found(value, f"the `{key}` setting of the [{sec}] section in /app/{name}.ini", {f"{name}.ini": text},
+    where = phrase(rng, f"the `{key}` setting of the [{sec}] section in /app/{name}.ini",
+                        f"`{key}` under [{sec}] in /app/{name}.ini")
+    return Found(value, where, {f"{name}.ini": text},
                  [f"cat /app/{name}.ini"], decoys)
 
 
@@ -109,7 +119,9 @@ def env_key(rng: random.Random, vtype: ValueType) -> Found:
     lines = [f"{key}_OLD={decoys[0]}", f"{key}={value.text}"]
     rng.shuffle(lines)
     lines = ["# environment for the service", f"LOG_LEVEL={rng.choice(['info', 'debug'])}", *lines]
-    return Found(value, f"`{key}` in /app/{name}.env (not `{key}_OLD`)", {f"{name}.env": "\n".join(lines) + "\n"},
+    where = phrase(rng, f"`{key}` in /app/{name}.env (not `{key}_OLD`)",
+                        f"the value of `{key}` (not of `{key}_OLD`) in /app/{name}.env")
+    return Found(value, where, {f"{name}.env": "\n".join(lines) + "\n"},
                  [f"cat /app/{name}.env"], decoys)
 
 
@@ -121,7 +133,9 @@ def yaml_key(rng: random.Random, vtype: ValueType) -> Found:
     parts = [(other, decoys[0]), (sec, value.text)]
     rng.shuffle(parts)
     text = "".join(f"{s}:\n" + "".join(f"  {k}: {v}\n" for k, v in [*_filler(rng, 1), (key, v)]) for s, v in parts)
-    return Found(value, f"`{sec}.{key}` in /app/{name}.yaml", {f"{name}.yaml": text}, [f"cat /app/{name}.yaml"], decoys)
+    where = phrase(rng, f"`{sec}.{key}` in /app/{name}.yaml",
+                        f"the `{key}` under `{sec}:` in /app/{name}.yaml")
+    return Found(value, where, {f"{name}.yaml": text}, [f"cat /app/{name}.yaml"], decoys)
 
 
 def log_line(rng: random.Random, vtype: ValueType) -> Found:
@@ -136,7 +150,9 @@ def log_line(rng: random.Random, vtype: ValueType) -> Found:
         level, v = ("ERROR", value.text) if i == err else (rng.choice(["INFO", "INFO", "WARN"]), rng.choice(decoys))
         lines.append(f"2025-06-1{rng.randint(0, 9)} 10:{10 + i}:{rng.randint(10, 59)} {level} {svc}: "
                      f"{'request failed' if level == 'ERROR' else 'request done'} {key}={v}")
-    return Found(value, f"the `{key}` on the ERROR line of /app/logs/{svc}.log",
+    where = phrase(rng, f"the `{key}` on the ERROR line of /app/logs/{svc}.log",
+                        f"the `{key}=` value of the line logged at ERROR level in /app/logs/{svc}.log")
+    return Found(value, where,
                  {f"logs/{svc}.log": "\n".join(lines) + "\n"}, [f"grep ERROR /app/logs/{svc}.log"], decoys,
                  dirs={"logs"})
 
@@ -150,7 +166,9 @@ def command_output(rng: random.Random, vtype: ValueType) -> Found:
               f"echo \"host: node-{rng.randint(2, 9)}\"\n"
               f"echo \"old {label}: $(echo {_b64(decoys[0])} | base64 -d)\"\n"
               f"echo \"current {label}: $(echo {_b64(value.text)} | base64 -d)\"\n")
-    return Found(value, f"the current {label} that `bash /app/{tool}.sh` prints", {f"{tool}.sh": script},
+    where = phrase(rng, f"the current {label} that `bash /app/{tool}.sh` prints",
+                        f"the current {label}, as `bash /app/{tool}.sh` reports it")
+    return Found(value, where, {f"{tool}.sh": script},
                  [f"bash /app/{tool}.sh"], decoys, executable={f"{tool}.sh"})
 
 
@@ -163,7 +181,9 @@ def error_message(rng: random.Random, vtype: ValueType) -> Found:
               f"want=$(echo {_b64(value.text)} | base64 -d)\n"
               f"echo \"{run}: error: the {label} is set to {decoys[0]}, but this job requires $want\" >&2\n"
               "exit 1\n")
-    return Found(value, f"the {label} that the error of `bash /app/{run}.sh` says the job requires",
+    where = phrase(rng, f"the {label} that the error of `bash /app/{run}.sh` says the job requires",
+                        f"the {label} the job requires, according to the error `bash /app/{run}.sh` prints")
+    return Found(value, where,
                  {f"{run}.sh": script}, [f"bash /app/{run}.sh"], decoys, executable={f"{run}.sh"})
 
 
@@ -176,7 +196,9 @@ def csv_row(rng: random.Random, vtype: ValueType) -> Found:
     at = rng.randrange(1, 4)
     vals = [*decoys[:at], value.text, *decoys[at:]]
     text = f"name,{key}\n" + "".join(f"{r},{v}\n" for r, v in zip(rows, vals, strict=True))
-    return Found(value, f"the `{key}` of the row named `{rows[at]}` in /app/{table}.csv", {f"{table}.csv": text},
+    where = phrase(rng, f"the `{key}` of the row named `{rows[at]}` in /app/{table}.csv",
+                        f"the `{key}` column of the `{rows[at]}` row in /app/{table}.csv")
+    return Found(value, where, {f"{table}.csv": text},
                  [f"grep '^{rows[at]},' /app/{table}.csv"], decoys)
 
 
@@ -202,7 +224,8 @@ def largest_file(rng: random.Random, vtype: ValueType) -> Found:
     sizes = rng.sample(range(2, 40), 5)
     sizes[answer] = max(sizes) + rng.randint(5, 30)
     files = {f"{d}/{n}": "".join(f"row {j}\n" for j in range(s)) for n, s in zip(names, sizes, strict=True)}
-    return _meta(d, names, answer, "largest file", f"ls -lS /app/{d}", files)
+    what = phrase(rng, "largest file", "biggest file")
+    return _meta(d, names, answer, what, f"ls -lS /app/{d}", files)
 
 
 def newest_file(rng: random.Random, vtype: ValueType) -> Found:
@@ -212,14 +235,15 @@ def newest_file(rng: random.Random, vtype: ValueType) -> Found:
     runs = [f"touch -d '2025-0{m + 2}-1{rng.randint(0, 9)} 09:00' {d}/{names[j]}"
             for m, j in enumerate([*order, answer])]
     files = {f"{d}/{n}": f"entry {rng.randint(100, 999)}\n" for n in names}
-    return _meta(d, names, answer, "most recently modified file", f"ls -lt /app/{d}", files, runs=[" && ".join(runs)])
+    what = phrase(rng, "most recently modified file", "newest file by modification time")
+    return _meta(d, names, answer, what, f"ls -lt /app/{d}", files, runs=[" && ".join(runs)])
 
 
 def executable_file(rng: random.Random, vtype: ValueType) -> Found:
     d, names, answer = _dir_files(rng, ["bin", "tools", "hooks", "jobs"])
     files = {f"{d}/{n}": f"#!/bin/bash\necho {n}\n" for n in names}
-    return _meta(d, names, answer, "only executable file", f"ls -l /app/{d}", files,
-                 executable={f"{d}/{names[answer]}"})
+    what = phrase(rng, "only executable file", "one file with its executable bit set")
+    return _meta(d, names, answer, what, f"ls -l /app/{d}", files, executable={f"{d}/{names[answer]}"})
 
 
 def count(rng: random.Random, vtype: ValueType) -> Found:
@@ -231,17 +255,22 @@ def count(rng: random.Random, vtype: ValueType) -> Found:
         lines = ["WARN disk slow"] * k + [rng.choice(["INFO ok", "ERROR retry"]) for _ in range(other)]
         rng.shuffle(lines)
         svc = rng.choice(["api", "worker", "sync"])
-        return Found(Value(str(k), "number"), f"the number of lines containing `WARN` in /app/logs/{svc}.log",
+        where = phrase(rng, f"the number of lines containing `WARN` in /app/logs/{svc}.log",
+                            f"the count of `WARN` lines in /app/logs/{svc}.log")
+        return Found(Value(str(k), "number"), where,
                      {f"logs/{svc}.log": "\n".join(lines) + "\n"}, [f"grep -c WARN /app/logs/{svc}.log"],
                      [str(k + other), str(k + 1)], dirs={"logs"})
     if how == "files":
         d = rng.choice(["queue", "pending", "batch"])
         files = {f"{d}/item-{j:03d}.txt": f"item {j}\n" for j in rng.sample(range(1000), k)}
-        return Found(Value(str(k), "number"), f"the number of files in /app/{d}/", files,
+        where = phrase(rng, f"the number of files in /app/{d}/", f"the count of files in /app/{d}/")
+        return Found(Value(str(k), "number"), where, files,
                      [f"ls /app/{d} | wc -l"], [str(k - 1), str(k + 1)], dirs={d})
     table = rng.choice(["orders", "events", "visits"])
     text = "id,amount\n" + "".join(f"{1000 + j},{rng.randint(5, 400)}\n" for j in range(k))
-    return Found(Value(str(k), "number"), f"the number of data rows in /app/{table}.csv (not counting the header)",
+    where = phrase(rng, f"the number of data rows in /app/{table}.csv (not counting the header)",
+                        f"the count of rows in /app/{table}.csv, header excluded")
+    return Found(Value(str(k), "number"), where,
                  {f"{table}.csv": text}, [f"tail -n +2 /app/{table}.csv | wc -l"], [str(k + 1), str(k - 1)])
 
 
