@@ -35,6 +35,7 @@
 # `--durations=0`: 1,892 s of test time, 571 s the vLLM group, 245 s the Ray group); after the sandbox and compare work
 # (a0015db, 16:01-16:17): 892 passed, 1 skipped, 15:34 (934 s); after 0c197d4 (16:20-16:35): 893 passed, 1 skipped, 15:14
 # (915 s); after ca087da (16:37-16:53): 893 passed, 1 skipped, 15:15 (915 s). CI's run of 6e14319 took 18:30 (1,110 s) for the suite.
+# That evening, the same box, quiet, after the phrasings and eval -O (cbc1215, 18:05-18:21): 895 passed, 1 skipped, 15:44 (944 s).
 # Slow tests outside the two groups go first (tests/conftest.py): wall /
 # (summed test time / 2) went from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min (~30 on a
 # fresh one) before the suite grew.
