@@ -98,7 +98,7 @@ def test_builtin_look_act_loads():
 
 def test_phrasings_reword_the_same_task():
     """`phrasings` draws each request's wording from its own stream: the same files, values, checks and
-    demonstration, another sentence; every action and most sources have several; none shows the value."""
+    demonstration, another sentence; every action has several wordings; none shows the value."""
     import dataclasses
     import re
 
