@@ -126,7 +126,8 @@ def test_the_newest_entries_are_kept_and_a_failure_only_warns(tmp_path, monkeypa
 @pytest.mark.slow
 def test_legorl_train_reuses_the_warm_start_of_an_earlier_run(tiny_llama_dir, tmp_path, tiny_run_config):
     """Two `legorl train` runs that differ in RL settings and seed (`warm_start.seed` pinned): the second logs
-    `warm_start/cached` 1 and trains from the same warm-started weights."""
+    `warm_start/cached` 1 and trains from the same warm-started weights. The second also replays the
+    demonstrations in its update (`warm_start.rl_nll_coef`, test_demo_replay.py) and logs their NLL."""
     import os
 
     demos = _demos(tmp_path)
@@ -134,15 +135,18 @@ def test_legorl_train_reuses_the_warm_start_of_an_earlier_run(tiny_llama_dir, tm
     cfg = tiny_run_config("t", trainer={"train_batch_size": 2, "total_steps": 1, "save_freq": 0,
                                         "val_before_train": False},
                           warm_start={"enabled": True, "data": str(demos), "epochs": 1, "lr": 1e-3})
-    cached = []
+    cached, demo_nll = [], []
     # the second run: another RL seed and rate, the fine-tune's seed pinned to the first run's (run.seed 0)
-    for name, more in (("a", []), ("b", ["run.seed=5", "trainer.lr=5e-4", "warm_start.seed=0"])):
+    for name, more in (("a", []), ("b", ["run.seed=5", "trainer.lr=5e-4", "warm_start.seed=0",
+                                         "warm_start.rl_nll_coef=0.5", "warm_start.rl_nll_batch=2"])):
         proc = subprocess.run([sys.executable, "-m", "legorl.cli", "train", str(cfg), f"run.name={name}", *more,
                                "--no-progress"], capture_output=True, text=True, timeout=600, env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         rows = [json.loads(x) for x in (tmp_path / "runs" / name / "logs" / f"{name}.jsonl").read_text().splitlines()]
         cached.append(rows[0]["warm_start/cached"])
+        demo_nll.append(rows[1].get("actor/demo_nll"))
     assert cached == [0.0, 1.0]
+    assert demo_nll[0] is None and demo_nll[1] > 0
     a, b = (tmp_path / "runs" / n / "warm_start" / "model" / "model.safetensors" for n in "ab")
     assert a.read_bytes() == b.read_bytes()
 

@@ -78,6 +78,9 @@ class RunConfig(Section):
             if ws_key is not None:
                 problems.append(f"warm_start.demonstrate_by={by!r} and warm_start.stratify_by={ws_key!r}: set one "
                                 "(whole values demonstrated, or a share of each value)")
+        if self.warm_start.rl_nll_coef > 0 and not self.warm_start.enabled:
+            problems.append("warm_start.rl_nll_coef > 0 replays the warm start's demonstrations during RL: it needs "
+                            "warm_start.enabled = true")
         if ws_key is not None and tasks_key is not None and ws_key != tasks_key:
             problems.append(f"warm_start.stratify_by={ws_key!r} and tasks.stratify_by={tasks_key!r}: the warm start "
                             "would follow two keys; set one (warm_start follows tasks.stratify_by when its own is unset)")

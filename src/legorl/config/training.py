@@ -193,6 +193,14 @@ class WarmStartSection(Section):
     `lr_scheduler`, `warmup_steps`, `batch_size`, the seed (`seed`), `model.gradient_checkpointing` and the torch /
     transformers versions, so a hit is the same computation. Runs that change only RL settings then skip the
     fine-tune (step 0 logs `warm_start/cached` 1). Set false to time a first run or to measure the SFT."""
+    rl_nll_coef: float = Field(0.0, ge=0.0)
+    """Keep training on the demonstrations during RL: every optimizer step adds this times the mean NLL of
+    `rl_nll_batch` of the warm start's transcripts (a seeded cycle through them) to the policy loss, as
+    InstructGPT's PPO-ptx mixes pretraining data in. RL on some kinds moves weights every kind shares; what the
+    demonstrations taught for kinds RL never samples can drift (docs/agent-lookact.md). Logged as
+    `actor/demo_nll`. 0: off."""
+    rl_nll_batch: int = Field(8, ge=1)
+    """Demonstrations per RL optimizer step under `rl_nll_coef`."""
 
 
 class AsyncTrainingSection(Section):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -40,6 +41,9 @@ from legorl.train.optim import adamw
 from legorl.train.prefix import Level, group_prefix_lengths, plan_prefixes, routing_for
 from legorl.train.registry import policy_loss
 from legorl.train.schedule import lr_lambda
+
+if TYPE_CHECKING:
+    from legorl.train.demo_replay import DemoReplay
 
 
 def world() -> tuple[int, int]:
@@ -95,8 +99,10 @@ class Actor:
         dtype: torch.dtype = torch.float32,
         sharded: bool = False,
         recompute_over: int | None = None,
+        demos: DemoReplay | None = None,
     ):
         self.model = model
+        self.demos = demos  # warm_start.rl_nll_coef: demonstrations whose NLL joins every optimizer step
         # model.gradient_checkpointing = "long_rows": only a micro-batch longer than this is recomputed
         self.recompute_over = recompute_over
         self.replayer = RoutingReplayer(model) if enable_r3 else None
@@ -154,8 +160,10 @@ class Actor:
         r = self.replayer
         r.routing = routing_tensor(mb.routed_experts, mb.input_ids.shape[1], len(r.routers), r.routers[0].top_k)
 
-    def _forward(self, model: torch.nn.Module, mb: TrainBatch, with_entropy: bool = False, replay: bool = False):
-        """Logprobs (and entropy) of a micro-batch; `replay`: the actor replays its recorded routing."""
+    def _forward(self, model: torch.nn.Module, mb: TrainBatch, with_entropy: bool = False, replay: bool = False,
+                 temperature: float | None = None):
+        """Logprobs (and entropy) of a micro-batch; `replay`: the actor replays its recorded routing;
+        `temperature`: None for the sampler's."""
         prefix, on_level = None, None
         if self.trainer.share_prefix:
             replayer = self.replayer if model is self.model else None
@@ -170,7 +178,8 @@ class Actor:
                     r.routing = (routing_for(level, routed, len(r.routers), r.routers[0].top_k)
                                  if routed is not None else None)
         with autocast(self.device, self.dtype, self.autocast):
-            return token_logprobs(model, mb.input_ids, mb.attention_mask, mb.mask, self.temperature,
+            return token_logprobs(model, mb.input_ids, mb.attention_mask, mb.mask,
+                                  self.temperature if temperature is None else temperature,
                                   with_entropy=with_entropy, prefix=prefix, on_level=on_level)
 
     @torch.no_grad()
@@ -238,12 +247,15 @@ class Actor:
         ref_logp = self.compute_logprobs(batch, self.ref_model) if (self.ref_model and a.kl_coef) else None
         first = torch.zeros(batch.mask.shape, dtype=torch.float32, device=self.device) if fused else None
         sums = dict.fromkeys(["pg_loss", "entropy", "pg_clipfrac", "ppo_kl", "kl"], 0.0)
+        if self.demos is not None:
+            sums["demo_nll"] = 0.0
+        done_updates = self.scheduler.last_epoch  # updates before this one: which demonstrations come next
         grad_norms = []
         plan = self.plan(batch)
         n_steps = self.trainer.ppo_epochs * len(minis)
         self.model.train(False)  # no dropout: training forward must match the sampler's numerics
-        for _ in range(self.trainer.ppo_epochs):
-            for rows in minis:
+        for epoch in range(self.trainer.ppo_epochs):
+            for j, rows in enumerate(minis):
                 whole = len(rows) == batch.size
                 part = batch if whole else batch.select(rows)
 
@@ -261,6 +273,9 @@ class Actor:
                         except Exception:
                             self.optimizer.zero_grad(set_to_none=True)
                             raise
+                if self.demos is not None:
+                    k = (done_updates * self.trainer.ppo_epochs + epoch) * len(minis) + j
+                    self._accumulate_demos(self.demos.batch(k), sums, 1.0 / n_steps)
                 grad_norms.append(self._optimizer_step())
         self.scheduler.step()
         metrics = {f"actor/{k}": v for k, v in all_sum(sums).items()}
@@ -318,6 +333,23 @@ class Actor:
             sums["entropy"] += float(entropy.detach()) * frac * share
             sums["pg_clipfrac"] += pl.clipfrac * frac * share
             sums["ppo_kl"] += pl.ppo_kl * frac * share
+
+    def _accumulate_demos(self, batch: TrainBatch, sums: dict[str, float], share: float) -> None:
+        """Forward/backward the demonstrations' token-mean NLL (at temperature 1, the warm start's objective),
+        times `warm_start.rl_nll_coef`, into this optimizer step's gradients."""
+        assert self.demos is not None
+        _, n_ranks = world()
+        total = max(float(batch.mask.sum()), 1.0)
+        for _, mb, filler in self._micro(batch, self.plan(batch)):
+            if filler and n_ranks == 1:
+                continue
+            if self.recompute_over is not None:
+                set_activation_checkpointing(self.model, mb.input_ids.shape[1] > self.recompute_over)
+            logp, _ = self._forward(self.model, mb, temperature=1.0)
+            nll = -(logp * mb.mask).sum() / total * (0.0 if filler else 1.0)
+            # FSDP2 averages gradients over the ranks: scale back up to a sum
+            (nll * self.demos.coef * n_ranks).backward()
+            sums["demo_nll"] += float(nll.detach()) * share
 
     def _optimizer_step(self) -> float:
         norm = torch.nn.utils.clip_grad_norm_(self.params, self.trainer.max_grad_norm)

@@ -12,6 +12,7 @@ from legorl.config.run import RunConfig
 from legorl.models.chat import load_tokenizer
 from legorl.train.actor import Actor, world
 from legorl.train.critic import Critic
+from legorl.train.demo_replay import demo_replay
 from legorl.train.device import compute_dtype, resolve_device
 from legorl.train.memory import enable_activation_checkpointing
 from legorl.train.trainer import StepTrainer
@@ -56,7 +57,8 @@ def build_actor(cfg: RunConfig, model_dir: Path) -> tuple[Actor, Critic | None]:
     long_rows = cfg.model.gradient_checkpointing == "long_rows"
     actor = Actor(model, t, cfg.algorithm, cfg.rollout.temperature, ref, enable_r3=r3,
                   device=device, dtype=dtype, sharded=sharded,
-                  recompute_over=t.max_tokens_per_micro_batch if long_rows else None)
+                  recompute_over=t.max_tokens_per_micro_batch if long_rows else None,
+                  demos=demo_replay(cfg, model_dir))
     critic = None
     if cfg.algorithm.adv_estimator == "gae":
         if sharded:
