@@ -102,14 +102,21 @@ def test_two_ranks_kill_then_resume(tmp_path, tiny_run_config):
 @pytest.mark.slow
 def test_two_ranks_take_mini_batch_steps_like_one_process(tmp_path, tiny_run_config):
     """`trainer.ppo_mini_batch_size=1`: each of the step's 2 groups is its own optimizer step; a group's rows
-    stay on one rank, so the other rank runs a zero-weight filler in each. Same weights as one process."""
+    stay on one rank, so the other rank runs a zero-weight filler in each. Each step also replays the warm
+    start's demonstrations (`warm_start.rl_nll_coef`: one group, so fillers again). Same weights as one process."""
     runs = tmp_path / "runs"
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("".join(json.dumps({"messages": [
+        {"role": "user", "content": f"Read /app/a{i}.txt and do it."},
+        {"role": "assistant", "content": f"```bash\ncat /app/a{i}.txt\n```"}]}) + "\n" for i in range(3)))
+    warm = ["warm_start.enabled=true", f"warm_start.data={demos}", "warm_start.epochs=1", "warm_start.lr=1e-3",
+            "warm_start.rl_nll_coef=1.0", "warm_start.rl_nll_batch=2"]
     for name, extra in (("one", []), ("two", ["--nproc", "2"])):
         res = legorl("train", str(write_cfg(tiny_run_config, name, 1)), "--no-progress",
-                     "trainer.ppo_mini_batch_size=1", *extra)
+                     "trainer.ppo_mini_batch_size=1", *warm, *extra)
         assert res.returncode == 0, res.stderr[-3000:]
         row = json.loads((runs / name / "logs" / f"{name}.jsonl").read_text().splitlines()[-1])
-        assert row["actor/optimizer_steps"] == 2
+        assert row["actor/optimizer_steps"] == 2 and row["actor/demo_nll"] > 0
     w1, w2 = weights(runs / "one", 1), weights(runs / "two", 1)
     worst = max(float((w2[k] - w1[k]).norm() / w1[k].norm().clamp(min=1e-12)) for k in w1)
     assert worst < 1e-5, worst
