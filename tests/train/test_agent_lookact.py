@@ -1,7 +1,8 @@
 """examples/agent-lookact.toml through `legorl train` on the tiny model and seven look-act kinds, 2 steps and a
 resumed third: the warm start demonstrates every task of a share of the training kinds and none of the
-held-out one, the RL steps draw only the other kinds, and the sampler judges kinds (not tasks), reports it
-each step and keeps its records across `--resume`; the replicas free their KV pools for each update."""
+held-out one, the RL steps draw only the other kinds (their updates replaying the demonstrations), and the sampler
+judges kinds (not tasks), reports it each step and keeps its records across `--resume`; the replicas free their KV
+pools for each update."""
 
 from __future__ import annotations
 
@@ -23,9 +24,12 @@ def test_lookact_config_preflight():
     from legorl.ops.checks import has_fatal
     from legorl.ops.preflight import preflight_file
 
-    assert not has_fatal(preflight_file(CONFIG, structure_only=True))
+    checks = preflight_file(CONFIG, structure_only=True)
+    assert not has_fatal(checks)
     cfg = load_config(CONFIG)
     assert (cfg.tasks.holdout_by, cfg.tasks.sample_by, cfg.warm_start.demonstrate_by) == ("kind", "kind", "kind")
+    warm = next(c for c in checks if c.check == "warm-start")
+    assert cfg.warm_start.rl_nll_coef > 0 and "replayed in each RL update" in warm.message
 
 
 @pytest.mark.slow
@@ -69,6 +73,7 @@ def test_lookact_trains_on_the_kinds_the_warm_start_did_not_show_with_a_per_kind
         assert row["rollout/pass_rate"] == 0 and row["grpo/mixed_group_share"] == 0
         # the file's serving.free_kv_during_update: the replicas' pools were freed for the update, then came back
         assert row["perf/update_kv_gb"] == 0 and row["weight_version"] == s
+        assert row["actor/demo_nll"] > 0  # the file's warm_start.rl_nll_coef: the demonstrations in every update
         # a draw of a task of a dead kind, never drawn itself, is still one of a dead kind; once every RL kind
         # is dead the sampler draws as the plain shuffle (nothing to prefer) and counts no dead draws
         all_dead = train_kinds - demo_kinds.keys() <= dead
