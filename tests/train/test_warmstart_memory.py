@@ -89,8 +89,8 @@ def test_a_prefix_every_row_shares_is_forwarded_once_and_changes_nothing(tiny_ll
     got = AutoModelForCausalLM.from_pretrained(tmp_path / "m", dtype=torch.float32).state_dict()
     assert max(float((v - ref[k]).abs().max()) for k, v in got.items()) < 1e-5
     one = [Example([*system, 5, 6], [0] * 7 + [1, 1])]
-    assert ws.shared_prefix(*ws._padded(one)[:2]) is None  # one row: nothing to share
-    assert ws.shared_prefix(*ws._padded(_examples(vocab))[:2]) is None  # no common first token
+    assert ws.shared_prefix(*ws.pad_examples(one)[:2]) is None  # one row: nothing to share
+    assert ws.shared_prefix(*ws.pad_examples(_examples(vocab))[:2]) is None  # no common first token
 
 
 def test_checkpointing_recomputes_only_the_long_rows_and_changes_nothing(tiny_llama_dir, tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from legorl.config.run import RunConfig
 from legorl.models.chat import load_tokenizer
 from legorl.rundir import RunDir
 from legorl.train.batch import TrainBatch
-from legorl.train.warmstart import Example, encode, read_transcripts
+from legorl.train.warmstart import Example, encode, pad_examples, read_transcripts
 
 GROUP = "demonstrations"  # one group: their common system prompt is forwarded once (trainer.share_prefix)
 
@@ -36,28 +36,21 @@ class DemoReplay:
         takes the same ones."""
         n = len(self.examples)
         per = min(self.rows_per_step, n)
+        orders: dict[int, list[int]] = {}  # a step's rows span at most two passes
         out = []
         for j in range(k * per, (k + 1) * per):
             cycle, pos = divmod(j, n)
-            order = list(range(n))
-            random.Random(f"{self.seed}:{cycle}").shuffle(order)
-            out.append(self.examples[order[pos]])
+            if cycle not in orders:
+                orders[cycle] = list(range(n))
+                random.Random(f"{self.seed}:{cycle}").shuffle(orders[cycle])
+            out.append(self.examples[orders[cycle][pos]])
         return out
 
     def batch(self, k: int) -> TrainBatch:
         """The `k`-th step's demonstrations as a right-padded batch (mask: the trained assistant tokens)."""
-        rows = self.rows(k)
-        width = max(len(e.input_ids) for e in rows)
-        ids = torch.zeros((len(rows), width), dtype=torch.long)
-        att = torch.zeros((len(rows), width), dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.float32)
-        for i, e in enumerate(rows):
-            n = len(e.input_ids)
-            ids[i, :n] = torch.tensor(e.input_ids)
-            att[i, :n] = 1
-            mask[i, :n] = torch.tensor(e.mask, dtype=torch.float32)
-        mask[:, 0] = 0
-        return TrainBatch(ids, att, mask, torch.zeros_like(mask), torch.zeros(len(rows)), [GROUP] * len(rows))
+        ids, att, mask = pad_examples(self.rows(k))
+        mask[:, 0] = 0  # as `collate`: position 0 has no context
+        return TrainBatch(ids, att, mask, torch.zeros_like(mask), torch.zeros(ids.shape[0]), [GROUP] * ids.shape[0])
 
 
 def transcripts_path(cfg: RunConfig) -> Path:

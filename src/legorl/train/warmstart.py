@@ -204,7 +204,7 @@ def encode(tokenizer, transcript: Transcript) -> Example:
     return Example(ids, mask)
 
 
-def _padded(rows: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def pad_examples(rows: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(input ids, attention mask, loss mask) of `rows` right-padded to the longest (pads: mask 0)."""
     width = max(len(e.input_ids) for e in rows)
     pad = [width - len(e.input_ids) for e in rows]
@@ -261,7 +261,7 @@ def finetune(model_dir: Path, examples: list[Example], section: WarmStartSection
             n = float(sum(sum(e.mask) for e in batch))
             loss_sum = 0.0
             for rows in warm_start_forwards(dims, [len(e.input_ids) for e in batch]):
-                ids, att, mask = _padded([batch[i] for i in rows])
+                ids, att, mask = pad_examples([batch[i] for i in rows])
                 if checkpointing:  # only a long row (alone in its forward) is recomputed
                     set_activation_checkpointing(model, warm_start_recomputes(dims, ids.numel(), True))
                 logp, _ = token_logprobs(model, ids, att, mask, prefix=shared_prefix(ids, att))
