@@ -38,7 +38,7 @@
 # That evening, the same box, quiet, after the phrasings and eval -O (cbc1215, 18:05-18:21): 895 passed, 1 skipped, 15:44 (944 s).
 # That night, the same box, quiet, after the demonstration replay (9002b42, 21:59-22:15): 899 passed, 1 skipped, 15:52 (952 s).
 # 2026-12-08 after midnight, the same box, quiet, `--durations=0`, tmp dirs of passed tests deleted (f0e9128, 00:28-00:43):
-# 899 passed, 1 skipped, 15:35 (935 s; 1,823 s of test time).
+# 899 passed, 1 skipped, 15:35 (935 s; 1,823 s of test time); after the docs commits (22476af, 01:36-01:52): 899 passed, 1 skipped, 16:50 (1,011 s).
 # Slow tests outside the two groups go first (tests/conftest.py): wall /
 # (summed test time / 2) went from 1.064 to 1.025 (`--durations=0` runs); one test at a time was ~18 min (~30 on a
 # fresh one) before the suite grew.
