@@ -74,18 +74,18 @@ def check_warm_start(cfg: RunConfig, structure_only: bool = False) -> list[Check
     w, name = cfg.warm_start, "warm-start"
     if not w.enabled:
         return []
-    epochs = f"{w.epochs} epoch(s)" + (f"; {w.rl_nll_batch} of them replayed in each RL update (warm_start.rl_nll_coef "
+    schedule = f"{w.epochs} epoch(s)" + (f"; {w.rl_nll_batch} of them replayed in each RL update (warm_start.rl_nll_coef "
                                        f"{w.rl_nll_coef:g})" if w.rl_nll_coef else "")
     if w.data != TASK_DEMONSTRATIONS:
         if not structure_only and not Path(w.data).expanduser().is_file():
             return [fatal(name, f"warm_start.data={w.data!r} not found",
                           f"a JSONL file of transcripts, or {TASK_DEMONSTRATIONS!r}")]
-        return [ok(name, f"SFT on {w.data}, {epochs}")]
+        return [ok(name, f"SFT on {w.data}, {schedule}")]
     problem = scaffold_problem(cfg)
     if problem:
         return [fatal(name, problem)]
     if structure_only:
-        return [ok(name, f"SFT on the training tasks' demonstrations, {epochs}")]
+        return [ok(name, f"SFT on the training tasks' demonstrations, {schedule}")]
     from legorl.tasks.split import load_task_split
 
     train, _ = load_task_split(cfg.tasks)
@@ -98,4 +98,4 @@ def check_warm_start(cfg: RunConfig, structure_only: bool = False) -> list[Check
         return [fatal(name, f"none of the {len(demo)} warm-start tasks has solution/demonstration.json",
                       "add demonstrations, give a JSONL file of transcripts, or warm_start.enabled=false")]
     rest = f"; RL on the other {len(rl)}" if rl is not train else ""
-    return [ok(name, f"SFT on {have} of {len(train)} training tasks' demonstrations{rest}, {epochs}")]
+    return [ok(name, f"SFT on {have} of {len(train)} training tasks' demonstrations{rest}, {schedule}")]
